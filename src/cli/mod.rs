@@ -1,0 +1,75 @@
+//! Command-line interface: each subcommand's flags in its own file, resolved into a plan and
+//! handed to the library.
+
+mod eval;
+mod images;
+mod model;
+mod run;
+mod sandbox;
+mod swe;
+
+use clap::{Parser, Subcommand};
+
+/// Success.
+pub const EXIT_OK: u8 = 0;
+/// The command failed (bad input, engine unavailable, ...); the message says why.
+pub const EXIT_ERROR: u8 = 1;
+// clap exits with 2 on usage errors.
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "repairbench",
+    version,
+    about = "How well does a coding model really fix bugs in your code?"
+)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug); REPAIRBENCH_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the default evaluation end to end (sample repair tasks and a HumanEval slice).
+    Run(run::RunArgs),
+    /// Inspect and use a local model.
+    #[command(subcommand)]
+    Model(model::ModelCommand),
+    /// Run one command in the sandbox.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
+    /// List, build and prune sandbox images.
+    #[command(subcommand)]
+    Images(images::ImagesCommand),
+    /// SWE-bench-style code repair: infer patches, grade them.
+    #[command(subcommand)]
+    Swe(swe::SweCommand),
+    /// Run a standard suite (humaneval, mbpp, gsm8k, mmlu, hellaswag, arc_easy, arc_challenge, gpqa).
+    Eval(eval::EvalArgs),
+}
+
+impl Cli {
+    pub fn run(self) -> anyhow::Result<u8> {
+        match self.command {
+            Command::Run(args) => run::run(args),
+            Command::Model(cmd) => model::run(cmd),
+            Command::Sandbox(cmd) => sandbox::run(cmd),
+            Command::Images(cmd) => images::run(cmd),
+            Command::Swe(cmd) => swe::run(cmd),
+            Command::Eval(args) => eval::run(args),
+        }
+    }
+}
+
+pub fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_env(repairbench::env::LOG).unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

@@ -1,0 +1,1 @@
+//! Grading test runs: structured reports and log parsers to per-test status, then verdicts.

@@ -1,0 +1,131 @@
+//! The inference core: one local model that generates text and scores continuations.
+//!
+//! Everything that talks to a model (code repair, HumanEval, MMLU, ...) goes through the
+//! [`LanguageModel`] trait, so an OpenAI-compatible backend can be added beside the local
+//! candle engine without touching its callers.
+
+pub mod sampling;
+
+use serde::{Deserialize, Serialize};
+
+pub use sampling::Sampling;
+
+/// One message of a chat prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self { role: role.into(), content: content.into() }
+    }
+}
+
+/// What the model is asked to continue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prompt {
+    /// Raw text, tokenized as is (BOS added only if the model's metadata asks for it).
+    Text(String),
+    /// Messages rendered through the model's chat template, with the generation prompt added.
+    Chat(Vec<ChatMessage>),
+}
+
+/// A request for one or more sampled continuations of one prompt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenerateRequest {
+    pub prompt: Prompt,
+    pub max_tokens: usize,
+    pub sampling: Sampling,
+    /// Generation ends before the first occurrence of any of these strings.
+    pub stop: Vec<String>,
+    /// Number of sequences; they share the prompt's KV cache. Sequence `i` samples with
+    /// seed `sampling.seed + i`, so one sequence's text does not depend on `n`.
+    pub n: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model produced an end-of-sequence token.
+    Eos,
+    /// A stop string was produced (the text ends before it).
+    Stop,
+    /// `max_tokens` was reached.
+    Length,
+}
+
+/// One generated sequence.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Generation {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub finish: FinishReason,
+}
+
+/// The result of a [`GenerateRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenerateOutput {
+    /// The exact text the model saw (after chat templating).
+    pub prompt_text: String,
+    pub prompt_tokens: usize,
+    pub sequences: Vec<Generation>,
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+}
+
+/// Log-likelihood of `continuation` given `context`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ScoreRequest {
+    pub context: String,
+    pub continuation: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    pub id: u32,
+    pub text: String,
+    pub logprob: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreOutput {
+    /// The continuation's tokens: those of context+continuation after the context's.
+    pub tokens: Vec<TokenLogprob>,
+    pub sum_logprob: f64,
+    /// Whether every continuation token is the argmax at its position.
+    pub is_greedy: bool,
+}
+
+/// What is known about a loaded model, recorded in every manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The source as the user gave it (path, `hf:...`, `pip:...`).
+    pub source: String,
+    pub path: std::path::PathBuf,
+    pub sha256: String,
+    pub architecture: String,
+    pub name: Option<String>,
+    pub parameters: u64,
+    /// Quantization of the bulk of the weights (e.g. `Q4_1`).
+    pub quantization: String,
+    pub context_length: usize,
+    pub vocab_size: usize,
+    pub bos_token: Option<String>,
+    pub eos_token: Option<String>,
+    pub add_bos: bool,
+    pub chat_template: Option<String>,
+}
+
+/// The inference core's interface. Implementations must be deterministic: the same request
+/// gives the same output on every run.
+pub trait LanguageModel: Send {
+    fn info(&self) -> &ModelInfo;
+    fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput>;
+    /// Scores each request; requests sharing a context prefix reuse its KV cache.
+    fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>>;
+    /// Renders chat messages through the model's template (with the generation prompt).
+    fn render_chat(&self, messages: &[ChatMessage]) -> anyhow::Result<String>;
+}

@@ -1,0 +1,1 @@
+//! Result events and the reporters that consume them (console progress, JSON/JSONL).

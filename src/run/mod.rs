@@ -1,0 +1,1 @@
+//! Scheduling, resume and append-only results.

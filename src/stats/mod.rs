@@ -1,0 +1,1 @@
+//! Honest numbers: unbiased pass@k, standard errors, mean ± std over seeds.

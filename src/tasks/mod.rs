@@ -1,0 +1,1 @@
+//! Code-repair tasks: SWE-bench instances and predictions, task folders under `issues/`.
