@@ -4,6 +4,7 @@
 //! [`LanguageModel`] trait, so an OpenAI-compatible backend can be added beside the local
 //! candle engine without touching its callers.
 
+pub mod kernels;
 pub mod sampling;
 
 use serde::{Deserialize, Serialize};
