@@ -139,7 +139,7 @@ async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
             };
         }
     });
-    let sink = if args.json { None } else { Some(sink) };
+    let sink = (!args.json).then_some(sink);
     let interrupted = async {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).ok();
