@@ -54,23 +54,19 @@ pub struct RunArgs {
 /// Parses a size like `512m`, `2g`, `1.5G`, `4096` (bytes); suffixes are powers of 1024.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let lower = text.trim().to_ascii_lowercase();
-    let body = lower.trim_end_matches('b').trim_end_matches('i');
-    let (number, unit) = match body.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&body[..i], c),
-        _ => (body, ' '),
-    };
-    let scale: u64 = match unit {
-        ' ' => 1,
-        'k' => 1 << 10,
-        'm' => 1 << 20,
-        'g' => 1 << 30,
-        't' => 1 << 40,
-        other => return Err(format!("unknown size unit `{other}` in `{text}` (expected k, m, g or t)")),
-    };
+    let split = lower.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(split);
     let value: f64 = number
-        .trim()
         .parse()
         .map_err(|_| format!("`{text}` is not a size (expected a number with an optional k/m/g/t suffix)"))?;
+    let scale: u64 = match unit.trim().trim_end_matches('b').trim_end_matches('i') {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        other => return Err(format!("unknown size unit `{other}` in `{text}` (expected k, m, g or t)")),
+    };
     if !value.is_finite() || value <= 0.0 {
         return Err(format!("size `{text}` must be positive"));
     }

@@ -424,13 +424,11 @@ impl DockerSandbox {
             drain(attached.output, &mut out, &mut err, sink.as_ref()).await;
             let mut wait =
                 self.docker.wait_container(id, None::<bollard::query_parameters::WaitContainerOptions>);
-            while let Some(item) = wait.next().await {
-                match item {
-                    Ok(_) | Err(DockerError::DockerContainerWaitError { .. }) => break,
-                    Err(e) => return Err(backend("wait")(e)),
-                }
+            // One item: the exit (bollard reports a non-zero exit as an error value).
+            match wait.next().await {
+                None | Some(Ok(_)) | Some(Err(DockerError::DockerContainerWaitError { .. })) => Ok(()),
+                Some(Err(e)) => Err(backend("wait")(e)),
             }
-            Ok(())
         })
         .await;
         let verdict = match finished {
