@@ -78,6 +78,25 @@ fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
     move |source| ImageError::Io { path: path.to_path_buf(), source }
 }
 
+/// Holds an exclusive lock on `<cache>/locks/<tag>.lock` so that two repairbench processes
+/// (say, two test binaries) never build the same image at once; the second waits, then finds
+/// the image built. Released when the file is dropped.
+async fn build_lock(tag: &str) -> Result<std::fs::File, ImageError> {
+    let dir = crate::env::cache_dir().join("locks");
+    std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+    let path = dir.join(format!("{}.lock", tag.replace(['/', ':'], "_")));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_at(&path))?;
+    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+        .await
+        .map_err(|e| ImageError::Io { path: path.clone(), source: std::io::Error::other(e) })?
+        .map_err(io_at(&path))
+}
+
 fn short_hash(hasher: Sha256) -> String {
     hex::encode(hasher.finalize())[..16].to_string()
 }
@@ -143,6 +162,10 @@ fn running_as_root() -> bool {
 /// minute). Returns its tag.
 pub async fn ensure_base(docker: &Docker) -> Result<String, ImageError> {
     let tag = base_tag();
+    if image_exists(docker, &tag).await? {
+        return Ok(tag);
+    }
+    let _lock = build_lock(&tag).await?;
     if image_exists(docker, &tag).await? {
         return Ok(tag);
     }
@@ -344,6 +367,10 @@ pub async fn build_layer(
         docker.inspect_image(parent).await.map_err(api("inspect parent image"))?.id.unwrap_or_default();
     let inputs = layer_inputs_hash(&parent_id, &files);
     let tag = format!("repairbench/{name}:{inputs}");
+    if image_exists(docker, &tag).await? {
+        return Ok(tag);
+    }
+    let _lock = build_lock(&tag).await?;
     if image_exists(docker, &tag).await? {
         return Ok(tag);
     }
