@@ -10,12 +10,8 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not a readable GGUF file")]
-    NotGguf {
-        path: PathBuf,
-        #[source]
-        source: candle_core::Error,
-    },
+    #[error("{path} is not a readable GGUF file (not GGUF, or truncated): {reason}")]
+    NotGguf { path: PathBuf, reason: String },
     #[error(
         "{path} is truncated: tensor `{tensor}` needs bytes up to offset {needed}, but the file has {actual} bytes"
     )]
@@ -65,3 +61,9 @@ pub enum ModelError {
 }
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+/// The first line of a candle error: candle appends a backtrace when `RUST_BACKTRACE` is set,
+/// which belongs in no user-facing message.
+pub fn candle_reason(err: &candle_core::Error) -> String {
+    err.to_string().lines().next().unwrap_or_default().to_string()
+}

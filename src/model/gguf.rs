@@ -11,7 +11,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 use sha2::{Digest, Sha256};
 
-use super::error::{ModelError, Result};
+use super::error::{candle_reason, ModelError, Result};
 
 /// The model families the forward pass implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +103,7 @@ impl GgufFile {
         let file_size = file.metadata().map_err(open_err)?.len();
         let mut reader = BufReader::new(file);
         let content = Content::read(&mut reader)
-            .map_err(|source| ModelError::NotGguf { path: path.to_path_buf(), source })?;
+            .map_err(|e| ModelError::NotGguf { path: path.to_path_buf(), reason: candle_reason(&e) })?;
         let mut names: Vec<&String> = content.tensor_infos.keys().collect();
         names.sort();
         for name in names {
@@ -304,7 +304,7 @@ impl GgufFile {
         let tensor = self
             .content
             .tensor(&mut self.reader, name, &Device::Cpu)
-            .map_err(|source| ModelError::NotGguf { path: self.path.clone(), source })?;
+            .map_err(|e| ModelError::NotGguf { path: self.path.clone(), reason: candle_reason(&e) })?;
         Ok(Arc::new(tensor))
     }
 
