@@ -63,6 +63,9 @@ impl Engine {
 
     fn from_resolved(path: &Path, source: &str, sha256: Option<String>) -> Result<Self> {
         let started = Instant::now();
+        // candle's matmuls and our attention share rayon's global pool; size it once from
+        // REPAIRBENCH_THREADS (an error only means it was already built).
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(crate::env::threads()).build_global();
         let mut file = GgufFile::open(path)?;
         let config = file.config()?;
         let tokenizer = TextTokenizer::load(&file)?;
