@@ -86,7 +86,7 @@ fn write_spm_gguf(dir: &std::path::Path) -> std::path::PathBuf {
         scores.push(score);
     }
     let array = |v: Vec<Value>| Value::Array(v);
-    let metadata = vec![
+    let metadata = [
         ("general.architecture", Value::String("llama".into())),
         ("tokenizer.ggml.model", Value::String("llama".into())),
         ("tokenizer.ggml.tokens", array(tokens.iter().map(|t| Value::String(t.clone())).collect())),

@@ -228,7 +228,7 @@ impl GgufFile {
         let n_head_kv = self.get_u64(&key("attention.head_count_kv")).map_or(n_head, |v| v as usize);
         let n_layer = self.require_u64(&key("block_count"))? as usize;
         let n_ff = self.require_u64(&key("feed_forward_length"))? as usize;
-        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
+        if n_head == 0 || n_head_kv == 0 || !n_head.is_multiple_of(n_head_kv) {
             return Err(ModelError::Unsupported {
                 path: self.path.clone(),
                 what: format!("{n_head} attention heads cannot be grouped over {n_head_kv} key/value heads"),
@@ -236,7 +236,7 @@ impl GgufFile {
         }
         let head_dim = self.get_u64(&key("attention.key_length")).map_or(n_embd / n_head, |v| v as usize);
         let rope_dims = self.get_u64(&key("rope.dimension_count")).map_or(head_dim, |v| v as usize);
-        if rope_dims != head_dim || head_dim % 2 != 0 {
+        if rope_dims != head_dim || !head_dim.is_multiple_of(2) {
             return Err(ModelError::Unsupported {
                 path: self.path.clone(),
                 what: format!("partial RoPE ({rope_dims} of {head_dim} head dimensions) is not supported"),

@@ -239,8 +239,7 @@ fn sentencepiece_tokenizer(file: &GgufFile, tokens: &[String], types: &[i32]) ->
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.3.cmp(&b.3)).then(a.1.cmp(&b.1)));
     let merges: Vec<(String, String)> =
         ranked.iter().map(|&(_, l, r, _)| (tokens[l as usize].clone(), tokens[r as usize].clone())).collect();
-    let unk =
-        file.get_u64("tokenizer.ggml.unknown_token_id").map(|i| tokens.get(i as usize).cloned()).flatten();
+    let unk = file.get_u64("tokenizer.ggml.unknown_token_id").and_then(|i| tokens.get(i as usize).cloned());
     let mut builder = BPE::builder().vocab_and_merges(vocab, merges).byte_fallback(true).fuse_unk(true);
     if let Some(unk) = unk {
         builder = builder.unk_token(unk);

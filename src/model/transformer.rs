@@ -99,23 +99,18 @@ impl KvCache {
         KvCache { keys: spread(&self.keys), values: spread(&self.values), batch, ..*self }
     }
 
-    /// Writes `rows` (`[batch, t, n_kv * head_dim]`, row-major) at positions `start..start+t`.
-    fn write(
-        buf: &mut [f32],
-        rows: &[f32],
-        batch: usize,
-        t: usize,
-        start: usize,
-        n_kv: usize,
-        cap: usize,
-        hd: usize,
-    ) {
-        for b in 0..batch {
-            for i in 0..t {
-                for h in 0..n_kv {
-                    let src = &rows[((b * t + i) * n_kv + h) * hd..][..hd];
-                    let dst = ((b * n_kv + h) * cap + start + i) * hd;
-                    buf[dst..dst + hd].copy_from_slice(src);
+    /// Writes one layer's new keys and values (`[batch, t, n_kv * head_dim]`, row-major) at
+    /// positions `start..start+t`.
+    fn write(&mut self, layer: usize, keys: &[f32], values: &[f32], t: usize, start: usize) {
+        let (batch, n_kv, cap, hd) = (self.batch, self.n_kv, self.capacity, self.head_dim);
+        for (buf, rows) in [(&mut self.keys[layer], keys), (&mut self.values[layer], values)] {
+            for b in 0..batch {
+                for i in 0..t {
+                    for h in 0..n_kv {
+                        let src = &rows[((b * t + i) * n_kv + h) * hd..][..hd];
+                        let dst = ((b * n_kv + h) * cap + start + i) * hd;
+                        buf[dst..dst + hd].copy_from_slice(src);
+                    }
                 }
             }
         }
@@ -310,7 +305,10 @@ impl Transformer {
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, which: Logits) -> Result<Tensor> {
         let c = &self.config;
         let batch = cache.batch;
-        assert!(batch > 0 && tokens.len() % batch == 0 && !tokens.is_empty(), "forward: bad token batch");
+        assert!(
+            batch > 0 && tokens.len().is_multiple_of(batch) && !tokens.is_empty(),
+            "forward: bad token batch"
+        );
         let t = tokens.len() / batch;
         let start = cache.len;
         assert!(start + t <= cache.capacity, "forward: KV cache capacity exceeded");
@@ -338,10 +336,9 @@ impl Transformer {
             let q = self.rope(&q, &cos, &sin)?.transpose(1, 2)?.flatten_all()?.to_vec1::<f32>()?;
             let k = self.rope(&k, &cos, &sin)?.transpose(1, 2)?.flatten_all()?.to_vec1::<f32>()?;
             let v = v.flatten_all()?.to_vec1::<f32>()?;
-            let (cap, n_kv) = (cache.capacity, c.n_head_kv);
-            KvCache::write(&mut cache.keys[layer], &k, batch, t, start, n_kv, cap, hd);
-            KvCache::write(&mut cache.values[layer], &v, batch, t, start, n_kv, cap, hd);
-            let shape = AttnShape { batch, t, start, n_head: c.n_head, n_kv, hd, cap };
+            cache.write(layer, &k, &v, t, start);
+            let shape =
+                AttnShape { batch, t, start, n_head: c.n_head, n_kv: c.n_head_kv, hd, cap: cache.capacity };
             let out = attend(&q, &cache.keys[layer], &cache.values[layer], shape);
             let out = Tensor::from_vec(out, (batch, t, c.n_head * hd), &Device::Cpu)?;
             let attn_out = a.o.forward(&out)?;
@@ -425,13 +422,24 @@ mod tests {
     #[test]
     fn cache_rows_land_at_their_positions() {
         let (batch, t, n_kv, cap, hd) = (2, 3, 2, 5, 4);
+        let size = batch * n_kv * cap * hd;
+        let mut cache = KvCache {
+            keys: vec![vec![0.0; size]],
+            values: vec![vec![0.0; size]],
+            len: 0,
+            batch,
+            capacity: cap,
+            n_kv,
+            head_dim: hd,
+        };
         let rows: Vec<f32> = (0..batch * t * n_kv * hd).map(|x| x as f32).collect();
-        let mut buf = vec![0f32; batch * n_kv * cap * hd];
-        KvCache::write(&mut buf, &rows, batch, t, 1, n_kv, cap, hd);
+        let negated: Vec<f32> = rows.iter().map(|x| -x).collect();
+        cache.write(0, &rows, &negated, t, 1);
         // Batch 1, position 1+2, head 1 holds row (b=1, i=2, h=1).
         let src = ((t + 2) * n_kv + 1) * hd;
         let dst = ((n_kv + 1) * cap + 3) * hd;
-        assert_eq!(buf[dst..dst + hd], rows[src..src + hd]);
-        assert!(buf[..hd].iter().all(|&x| x == 0.0), "position 0 untouched");
+        assert_eq!(cache.keys[0][dst..dst + hd], rows[src..src + hd]);
+        assert_eq!(cache.values[0][dst..dst + hd], negated[src..src + hd]);
+        assert!(cache.keys[0][..hd].iter().all(|&x| x == 0.0), "position 0 untouched");
     }
 }
