@@ -120,3 +120,43 @@ fn sentencepiece_vocabulary_merges_by_score_and_falls_back_to_bytes() {
     assert!(t.add_bos);
     assert_eq!(t.encode_prompt("hello").unwrap(), vec![1, id("▁hello")]);
 }
+
+#[test]
+fn tokenizer_json_beside_the_model_is_preferred() {
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    let model = source::resolve(DEFAULT_MODEL).unwrap().path;
+    let gguf = GgufFile::open(&model).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let linked = dir.path().join("model.gguf");
+    std::os::unix::fs::symlink(&model, &linked).unwrap();
+    // The same vocabulary, but a pre-tokenizer that adds a prefix space: "Hello" becomes "ĠHello".
+    let vocab: tokenizers::models::bpe::Vocab = gguf
+        .get_str_array("tokenizer.ggml.tokens")
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| (t, i as u32))
+        .collect();
+    let merges = gguf
+        .get_str_array("tokenizer.ggml.merges")
+        .unwrap()
+        .into_iter()
+        .map(|m| {
+            let (a, b) = m.split_once(' ').unwrap();
+            (a.to_string(), b.to_string())
+        })
+        .collect();
+    let mut json =
+        tokenizers::Tokenizer::new(BPE::builder().vocab_and_merges(vocab, merges).build().unwrap());
+    json.with_pre_tokenizer(Some(ByteLevel::new(true, true, true)));
+    json.with_decoder(Some(ByteLevel::new(true, true, true)));
+    json.save(dir.path().join("tokenizer.json"), false).unwrap();
+
+    let t = TextTokenizer::load(&GgufFile::open(&linked).unwrap()).unwrap();
+    let ids = t.encode("Hello").unwrap();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(t.token_piece(ids[0]).as_deref(), Some("ĠHello"));
+    // BOS/EOS still come from the GGUF metadata.
+    assert_eq!(t.eos_id, Some(2));
+}
