@@ -136,6 +136,46 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
+/// RoPE rotations for a run of positions.
+struct RopeTables {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    half: usize,
+    style: RopeStyle,
+}
+
+impl RopeTables {
+    /// Rotates `rows` (`[batch, t, heads * head_dim]`, row-major) in place; row `i` of each
+    /// sequence is at the table's position `i`.
+    fn apply(&self, rows: &mut [f32], t: usize, heads: usize) {
+        let half = self.half;
+        let hd = 2 * half;
+        for (r, token) in rows.chunks_exact_mut(heads * hd).enumerate() {
+            let i = r % t;
+            let (cos, sin) = (&self.cos[i * half..][..half], &self.sin[i * half..][..half]);
+            for head in token.chunks_exact_mut(hd) {
+                match self.style {
+                    RopeStyle::Interleaved => {
+                        for (j, pair) in head.chunks_exact_mut(2).enumerate() {
+                            let (x0, x1) = (pair[0], pair[1]);
+                            pair[0] = x0 * cos[j] - x1 * sin[j];
+                            pair[1] = x0 * sin[j] + x1 * cos[j];
+                        }
+                    }
+                    RopeStyle::Neox => {
+                        let (lo, hi) = head.split_at_mut(half);
+                        for j in 0..half {
+                            let (x0, x1) = (lo[j], hi[j]);
+                            lo[j] = x0 * cos[j] - x1 * sin[j];
+                            hi[j] = x0 * sin[j] + x1 * cos[j];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Shapes for [`attend`].
 #[derive(Clone, Copy)]
 struct AttnShape {
@@ -274,8 +314,8 @@ impl Transformer {
         })
     }
 
-    /// cos/sin tables `[t, head_dim/2]` for positions `start..start+t`.
-    fn rope_tables(&self, start: usize, t: usize) -> Result<(Tensor, Tensor)> {
+    /// cos/sin tables `[t][head_dim/2]` for positions `start..start+t`.
+    fn rope_tables(&self, start: usize, t: usize) -> RopeTables {
         let c = &self.config;
         let half = c.head_dim / 2;
         let mut cos = Vec::with_capacity(t * half);
@@ -283,20 +323,12 @@ impl Transformer {
         for pos in start..start + t {
             let p = pos as f64 / c.rope_linear_scale;
             for i in 0..half {
-                let freq = c.rope_base.powf(-2.0 * i as f64 / c.head_dim as f64);
-                let angle = p * freq;
+                let angle = p * c.rope_base.powf(-2.0 * i as f64 / c.head_dim as f64);
                 cos.push(angle.cos() as f32);
                 sin.push(angle.sin() as f32);
             }
         }
-        Ok((Tensor::from_vec(cos, (t, half), &Device::Cpu)?, Tensor::from_vec(sin, (t, half), &Device::Cpu)?))
-    }
-
-    fn rope(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-        Ok(match self.config.rope_style {
-            RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(x, cos, sin)?,
-            RopeStyle::Neox => candle_nn::rotary_emb::rope(x, cos, sin)?,
-        })
+        RopeTables { cos, sin, half, style: c.rope_style }
     }
 
     /// Runs `tokens` (`batch` rows of equal length, row-major) after the cache's positions and
@@ -316,7 +348,7 @@ impl Transformer {
 
         let ids = Tensor::from_slice(tokens, (batch, t), &Device::Cpu)?;
         let mut x = self.embedding.embedding(&ids)?; // [b, t, d]
-        let (cos, sin) = self.rope_tables(start, t)?;
+        let rope = self.rope_tables(start, t);
         // Causal mask for the new rows (one per (query head in group, position)) against all
         // cached positions; rebuilt per call, shared by the layers.
 
@@ -330,12 +362,12 @@ impl Transformer {
                 k = k.broadcast_add(bk)?;
                 v = v.broadcast_add(bv)?;
             }
-            // RoPE wants [b, heads, t, hd]; the cache and attention use [b, t, heads * hd] rows.
-            let q = q.reshape((batch, t, c.n_head, hd))?.transpose(1, 2)?.contiguous()?;
-            let k = k.reshape((batch, t, c.n_head_kv, hd))?.transpose(1, 2)?.contiguous()?;
-            let q = self.rope(&q, &cos, &sin)?.transpose(1, 2)?.flatten_all()?.to_vec1::<f32>()?;
-            let k = self.rope(&k, &cos, &sin)?.transpose(1, 2)?.flatten_all()?.to_vec1::<f32>()?;
+            // RoPE, the cache and attention all work on [b, t, heads * hd] rows in place.
+            let mut q = q.flatten_all()?.to_vec1::<f32>()?;
+            let mut k = k.flatten_all()?.to_vec1::<f32>()?;
             let v = v.flatten_all()?.to_vec1::<f32>()?;
+            rope.apply(&mut q, t, c.n_head);
+            rope.apply(&mut k, t, c.n_head_kv);
             cache.write(layer, &k, &v, t, start);
             let shape =
                 AttnShape { batch, t, start, n_head: c.n_head, n_kv: c.n_head_kv, hd, cap: cache.capacity };
@@ -416,6 +448,46 @@ mod tests {
             let one = AttnShape { t: 1, start: shape.start + i, ..shape };
             let single = attend(&q[i * row_len..][..row_len], &k, &v, one);
             assert_eq!(single, got[i * row_len..][..row_len]);
+        }
+    }
+
+    /// Our in-place RoPE against candle's `rope_i` (interleaved) and `rope` (NEOX) kernels.
+    #[test]
+    fn rope_matches_candle_for_both_styles() {
+        let (t, heads, hd, start) = (5, 3, 8, 7);
+        let tables_for = |style| {
+            let half = hd / 2;
+            let mut cos = Vec::new();
+            let mut sin = Vec::new();
+            for pos in start..start + t {
+                for i in 0..half {
+                    let angle = pos as f64 * 10000f64.powf(-2.0 * i as f64 / hd as f64);
+                    cos.push(angle.cos() as f32);
+                    sin.push(angle.sin() as f32);
+                }
+            }
+            RopeTables { cos, sin, half, style }
+        };
+        for style in [RopeStyle::Interleaved, RopeStyle::Neox] {
+            let tables = tables_for(style);
+            let rows = fill(t * heads * hd, 9);
+            let mut ours = rows.clone();
+            tables.apply(&mut ours, t, heads);
+            let x = Tensor::from_vec(rows, (1, t, heads, hd), &Device::Cpu)
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap()
+                .contiguous()
+                .unwrap();
+            let cos = Tensor::from_vec(tables.cos.clone(), (t, hd / 2), &Device::Cpu).unwrap();
+            let sin = Tensor::from_vec(tables.sin.clone(), (t, hd / 2), &Device::Cpu).unwrap();
+            let theirs = match style {
+                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, &cos, &sin).unwrap(),
+                RopeStyle::Neox => candle_nn::rotary_emb::rope(&x, &cos, &sin).unwrap(),
+            };
+            let theirs = theirs.transpose(1, 2).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let max_diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(max_diff < 1e-6, "{style:?}: {max_diff}");
         }
     }
 
