@@ -20,18 +20,63 @@ use super::error::Result;
 use super::gguf::{Architecture, GgufFile, ModelConfig, RopeStyle};
 use super::kernels::QLinear;
 
+/// Projections that read the same input, fused into one matmul when their weights share a
+/// type (one pass over the activations, one parallel region instead of several); the outputs
+/// are the column ranges of the fused result. Each output element is the same dot product
+/// either way.
+enum Projections {
+    Fused { linear: QLinear, widths: Vec<usize> },
+    Separate(Vec<QLinear>),
+}
+
+impl Projections {
+    fn load(file: &mut GgufFile, names: &[String], widths: &[usize], inp: usize) -> Result<Self> {
+        let weights: Vec<Arc<QTensor>> =
+            names.iter().zip(widths).map(|(n, &w)| file.tensor(n, &[w, inp])).collect::<Result<_>>()?;
+        let dtype = weights[0].dtype();
+        if weights.iter().all(|w| w.dtype() == dtype) {
+            let mut bytes = Vec::new();
+            for w in &weights {
+                bytes.extend_from_slice(&w.data()?);
+            }
+            let storage = candle_core::quantized::QStorage::from_data(bytes.into(), &Device::Cpu, dtype)?;
+            let fused = QTensor::new(storage, (widths.iter().sum::<usize>(), inp))?;
+            return Ok(Self::Fused { linear: QLinear::new(Arc::new(fused))?, widths: widths.to_vec() });
+        }
+        Ok(Self::Separate(weights.into_iter().map(QLinear::new).collect::<candle_core::Result<_>>()?))
+    }
+
+    /// One output per projection, `[..., width]` (views into the fused result).
+    fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
+        match self {
+            Self::Fused { linear, widths } => {
+                let y = linear.forward(x)?;
+                let mut start = 0;
+                let mut outs = Vec::with_capacity(widths.len());
+                for &w in widths {
+                    outs.push(y.narrow(candle_core::D::Minus1, start, w)?);
+                    start += w;
+                }
+                Ok(outs)
+            }
+            Self::Separate(linears) => {
+                Ok(linears.iter().map(|l| l.forward(x)).collect::<candle_core::Result<_>>()?)
+            }
+        }
+    }
+}
+
 struct Attention {
-    q: QLinear,
-    k: QLinear,
-    v: QLinear,
+    /// Q, K, V.
+    qkv: Projections,
     /// Qwen2's Q/K/V biases.
     biases: Option<[Tensor; 3]>,
     o: QLinear,
 }
 
 struct Mlp {
-    gate: QLinear,
-    up: QLinear,
+    /// Gate, up.
+    gate_up: Projections,
     down: QLinear,
 }
 
@@ -275,16 +320,23 @@ impl Transformer {
             blocks.push(Block {
                 attn_norm: norm_weight(file, &p("attn_norm.weight"), d)?,
                 attn: Attention {
-                    q: linear(file, &p("attn_q.weight"), q_dim, d)?,
-                    k: linear(file, &p("attn_k.weight"), kv_dim, d)?,
-                    v: linear(file, &p("attn_v.weight"), kv_dim, d)?,
+                    qkv: Projections::load(
+                        file,
+                        &[p("attn_q.weight"), p("attn_k.weight"), p("attn_v.weight")],
+                        &[q_dim, kv_dim, kv_dim],
+                        d,
+                    )?,
                     biases,
                     o: linear(file, &p("attn_output.weight"), d, q_dim)?,
                 },
                 ffn_norm: norm_weight(file, &p("ffn_norm.weight"), d)?,
                 mlp: Mlp {
-                    gate: linear(file, &p("ffn_gate.weight"), cfg.n_ff, d)?,
-                    up: linear(file, &p("ffn_up.weight"), cfg.n_ff, d)?,
+                    gate_up: Projections::load(
+                        file,
+                        &[p("ffn_gate.weight"), p("ffn_up.weight")],
+                        &[cfg.n_ff, cfg.n_ff],
+                        d,
+                    )?,
                     down: linear(file, &p("ffn_down.weight"), d, cfg.n_ff)?,
                 },
             });
@@ -356,7 +408,11 @@ impl Transformer {
             let residual = &x;
             let h = candle_nn::ops::rms_norm(&x, &block.attn_norm, c.rms_eps as f32)?;
             let a = &block.attn;
-            let (mut q, mut k, mut v) = (a.q.forward(&h)?, a.k.forward(&h)?, a.v.forward(&h)?);
+            let mut qkv = a.qkv.forward(&h)?.into_iter();
+            let (mut q, mut k, mut v) = match (qkv.next(), qkv.next(), qkv.next()) {
+                (Some(q), Some(k), Some(v)) => (q, k, v),
+                _ => unreachable!("three projections"),
+            };
             if let Some([bq, bk, bv]) = &a.biases {
                 q = q.broadcast_add(bq)?;
                 k = k.broadcast_add(bk)?;
@@ -378,7 +434,8 @@ impl Transformer {
 
             let h = candle_nn::ops::rms_norm(&x, &block.ffn_norm, c.rms_eps as f32)?;
             let m = &block.mlp;
-            let gated = (candle_nn::ops::silu(&m.gate.forward(&h)?)? * m.up.forward(&h)?)?;
+            let gate_up = m.gate_up.forward(&h)?;
+            let gated = (candle_nn::ops::silu(&gate_up[0])? * &gate_up[1])?;
             let mlp_out = m.down.forward(&gated)?;
             x = (x + mlp_out)?;
         }
