@@ -126,6 +126,13 @@ fn check(arch: &str, dtype: GgmlDType, tied: bool, expected_quant: &str) {
     };
     let out = engine.generate_text(&request).unwrap();
     assert_eq!(out.sequences[0].tokens, out.sequences[1].tokens, "greedy sequences of one batch agree");
+    // Driving the forward directly: more positions than the cache holds is an error.
+    let model = engine.transformer();
+    let mut cache = model.new_cache(1, 2).unwrap();
+    let err =
+        model.forward(&tokens[..3], &mut cache, repairbench::model::transformer::Logits::Last).unwrap_err();
+    assert!(matches!(err, repairbench::model::ModelError::CacheFull { needed: 3, capacity: 2 }), "{err}");
+    assert!(model.forward(&[], &mut cache, repairbench::model::transformer::Logits::Last).is_err());
     // The prompt fills the context: a clear error, not a panic.
     let long = GenerateRequest { prompt: Prompt::Text("ab".repeat(80)), ..request };
     assert!(engine.generate_text(&long).unwrap_err().to_string().contains("context length"));

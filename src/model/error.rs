@@ -52,6 +52,10 @@ pub enum ModelError {
         #[source]
         source: minijinja::Error,
     },
+    #[error("the KV cache holds {capacity} positions, {needed} are needed")]
+    CacheFull { needed: usize, capacity: usize },
+    #[error("{tokens} tokens do not split into {batch} equal non-empty rows")]
+    Batch { tokens: usize, batch: usize },
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("cannot obtain the model file")]

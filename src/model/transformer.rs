@@ -16,7 +16,7 @@ use std::sync::Arc;
 use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 
-use super::error::Result;
+use super::error::{ModelError, Result};
 use super::gguf::{Architecture, GgufFile, ModelConfig, RopeStyle};
 use super::kernels::QLinear;
 
@@ -389,13 +389,14 @@ impl Transformer {
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, which: Logits) -> Result<Tensor> {
         let c = &self.config;
         let batch = cache.batch;
-        assert!(
-            batch > 0 && tokens.len().is_multiple_of(batch) && !tokens.is_empty(),
-            "forward: bad token batch"
-        );
+        if tokens.is_empty() || !tokens.len().is_multiple_of(batch) {
+            return Err(ModelError::Batch { tokens: tokens.len(), batch });
+        }
         let t = tokens.len() / batch;
         let start = cache.len;
-        assert!(start + t <= cache.capacity, "forward: KV cache capacity exceeded");
+        if start + t > cache.capacity {
+            return Err(ModelError::CacheFull { needed: start + t, capacity: cache.capacity });
+        }
         let hd = c.head_dim;
 
         let ids = Tensor::from_slice(tokens, (batch, t), &Device::Cpu)?;
