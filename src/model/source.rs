@@ -148,14 +148,16 @@ pub fn resolve_with(text: &str, roots: &CacheRoots) -> Result<ResolvedModel> {
     }
 }
 
-/// The sidecar that records `path`'s sha256.
+/// The sidecar that records `path`'s sha256: `<cache>/sha256/<path below its root>.sha256`.
 fn sidecar_for(roots: &CacheRoots, path: &Path) -> PathBuf {
-    if let Ok(rel) = path.strip_prefix(&roots.cache) {
-        return roots.cache.join("sha256").join(rel).with_extension("sha256");
-    }
-    let rel = path.strip_prefix(&roots.hf_home).unwrap_or(path);
+    let (base, rel) = match path.strip_prefix(&roots.cache) {
+        Ok(rel) => (roots.cache.join("sha256"), rel),
+        Err(_) => (roots.cache.join("sha256").join("hf"), path.strip_prefix(&roots.hf_home).unwrap_or(path)),
+    };
     let rel: PathBuf = rel.components().filter(|c| matches!(c, std::path::Component::Normal(_))).collect();
-    roots.cache.join("sha256").join("hf").join(rel).with_extension("sha256")
+    let mut sidecar = base.join(rel).into_os_string();
+    sidecar.push(".sha256");
+    PathBuf::from(sidecar)
 }
 
 /// Checks `path` against its recorded sha256, recording it on first sight.
