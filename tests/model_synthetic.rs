@@ -74,6 +74,8 @@ fn write_model(path: &std::path::Path, arch: &str, dtype: GgmlDType, tied: bool)
         vec![("token_embd.weight".into(), q(&[vocab, EMBD])), ("output_norm.weight".into(), f32t(&[EMBD]))];
     if !tied {
         tensors.push(("output.weight".into(), q(&[vocab, EMBD])));
+        // Llama 3.1-style RoPE frequency divisors ride along with the untied variant.
+        tensors.push(("rope_freqs.weight".into(), f32t(&[hd / 2])));
     }
     for l in 0..LAYERS {
         let p = |s: &str| format!("blk.{l}.{s}");

@@ -289,6 +289,8 @@ pub struct Transformer {
     blocks: Vec<Block>,
     output_norm: Tensor,
     output: QLinear,
+    /// Llama 3.1-style per-dimension RoPE frequency divisors (`rope_freqs.weight`).
+    rope_freq_factors: Option<Vec<f32>>,
 }
 
 fn norm_weight(file: &mut GgufFile, name: &str, dim: usize) -> Result<Tensor> {
@@ -348,7 +350,13 @@ impl Transformer {
         } else {
             QLinear::new(embedding.clone())?
         };
-        Ok(Self { config: cfg, embedding, blocks, output_norm, output })
+        let rope_freq_factors = if file.has_tensor("rope_freqs.weight") {
+            let factors = file.tensor("rope_freqs.weight", &[hd / 2])?.dequantize(&Device::Cpu)?;
+            Some(factors.to_vec1::<f32>()?)
+        } else {
+            None
+        };
+        Ok(Self { config: cfg, embedding, blocks, output_norm, output, rope_freq_factors })
     }
 
     /// An empty cache for `batch` sequences of up to `capacity` positions.
@@ -375,7 +383,8 @@ impl Transformer {
         for pos in start..start + t {
             let p = pos as f64 / c.rope_linear_scale;
             for i in 0..half {
-                let angle = p * c.rope_base.powf(-2.0 * i as f64 / c.head_dim as f64);
+                let factor = self.rope_freq_factors.as_ref().map_or(1.0, |f| f[i] as f64);
+                let angle = p * c.rope_base.powf(-2.0 * i as f64 / c.head_dim as f64) / factor;
                 cos.push(angle.cos() as f32);
                 sin.push(angle.sin() as f32);
             }
