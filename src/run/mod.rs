@@ -1,1 +1,3 @@
 //! Scheduling, resume and append-only results.
+
+pub mod swe;
