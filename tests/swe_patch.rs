@@ -99,7 +99,10 @@ fn missing_header_and_wrong_counts_are_normalized() {
 
 #[test]
 fn junk_and_crlf_around_the_diff_are_dropped() {
-    let patch_text = format!("Sure! Here is the patch:\r\n```diff\r\n{}```\r\nLet me know.\r\n", CLEAN.replace('\n', "\r\n"));
+    let patch_text = format!(
+        "Sure! Here is the patch:\r\n```diff\r\n{}```\r\nLet me know.\r\n",
+        CLEAN.replace('\n', "\r\n")
+    );
     let (work, result) = apply(&patch_text);
     let applied = result.unwrap();
     assert_eq!(applied.method, ApplyMethod::Git2Normalized, "{:?}", applied.log);
@@ -142,7 +145,8 @@ fn changed_indentation_in_context_is_tolerated() {
 
 #[test]
 fn new_file_without_header_is_created() {
-    let patch_text = "--- /dev/null\n+++ b/geo/volume.py\n@@ -0,0 +1,2 @@\n+def cube(side):\n+    return side ** 3\n";
+    let patch_text =
+        "--- /dev/null\n+++ b/geo/volume.py\n@@ -0,0 +1,2 @@\n+def cube(side):\n+    return side ** 3\n";
     let (work, result) = apply(patch_text);
     assert!(result.is_ok(), "{result:?}");
     let text = std::fs::read_to_string(work.path().join("tree/geo/volume.py")).unwrap();
@@ -151,7 +155,8 @@ fn new_file_without_header_is_created() {
 
 #[test]
 fn a_patch_for_other_code_does_not_apply_and_changes_nothing() {
-    let patch_text = "--- a/geo/shapes.py\n+++ b/geo/shapes.py\n@@ -1,2 +1,2 @@\n-import numpy\n+import numpy as np\n";
+    let patch_text =
+        "--- a/geo/shapes.py\n+++ b/geo/shapes.py\n@@ -1,2 +1,2 @@\n-import numpy\n+import numpy as np\n";
     let (work, result) = apply(patch_text);
     match result {
         Err(PatchError::DoesNotApply { attempts }) => {
@@ -168,6 +173,9 @@ fn a_patch_for_other_code_does_not_apply_and_changes_nothing() {
 #[test]
 fn normalize_recounts_and_adds_headers() {
     let text = "--- a/x.py\n+++ b/x.py\n@@ -1,9 +1,9 @@\n a\n-b\n+c\n";
-    assert_eq!(patch::diff::normalize(text), "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n");
+    assert_eq!(
+        patch::diff::normalize(text),
+        "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+    );
     assert_eq!(patch::files_touched(CLEAN), vec!["geo/shapes.py".to_string()]);
 }

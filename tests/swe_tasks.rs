@@ -42,9 +42,14 @@ fn malformed_lines_are_skipped_with_file_line_and_expectation() {
     let path = dir.path().join("data.jsonl");
     let good_list = task_json("a__b-1", serde_json::json!(["t.py::x"]));
     let good_string = task_json("a__b-2", serde_json::json!("[\"t.py::y\"]"));
-    let missing_commit = good_list.replace("\"base_commit\":\"dfd83be5e1c3\",", "").replace("a__b-1", "a__b-3");
+    let missing_commit =
+        good_list.replace("\"base_commit\":\"dfd83be5e1c3\",", "").replace("a__b-1", "a__b-3");
     let bad_list = task_json("a__b-4", serde_json::json!("not json"));
-    std::fs::write(&path, format!("{good_list}\n{{\"repo\": \n\n{good_string}\n{missing_commit}\n{bad_list}\n{good_list}\n")).unwrap();
+    std::fs::write(
+        &path,
+        format!("{good_list}\n{{\"repo\": \n\n{good_string}\n{missing_commit}\n{bad_list}\n{good_list}\n"),
+    )
+    .unwrap();
     let set = tasks::load_tasks(&path).unwrap();
     let ids: Vec<&str> = set.tasks.iter().map(|t| t.instance_id.as_str()).collect();
     assert_eq!(ids, ["a__b-1", "a__b-2"]);
@@ -53,9 +58,18 @@ fn malformed_lines_are_skipped_with_file_line_and_expectation() {
     let reasons: Vec<String> = set.skipped.iter().map(|s| format!("{} {}", s.location, s.reason)).collect();
     assert_eq!(reasons.len(), 4, "{reasons:#?}");
     assert!(reasons[0].starts_with(&format!("{shown}:2 expected one JSON object per line")), "{reasons:#?}");
-    assert!(reasons[1].starts_with(&format!("{shown}:5 ")) && reasons[1].contains("missing field `base_commit`"), "{reasons:#?}");
-    assert!(reasons[2].starts_with(&format!("{shown}:6 ")) && reasons[2].contains("not a JSON list"), "{reasons:#?}");
-    assert!(reasons[3].starts_with(&format!("{shown}:7 ")) && reasons[3].contains("duplicate"), "{reasons:#?}");
+    assert!(
+        reasons[1].starts_with(&format!("{shown}:5 ")) && reasons[1].contains("missing field `base_commit`"),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons[2].starts_with(&format!("{shown}:6 ")) && reasons[2].contains("not a JSON list"),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons[3].starts_with(&format!("{shown}:7 ")) && reasons[3].contains("duplicate"),
+        "{reasons:#?}"
+    );
 }
 
 #[test]
@@ -128,12 +142,8 @@ fn repositories_from_repos_dir_bundles_and_url_template() {
 
     // A plain clone under DIR/OWNER/NAME wins over the bundle.
     let plain = repos_dir.path().join("acme/textkit");
-    let status = std::process::Command::new("git")
-        .args(["clone", "-q"])
-        .arg(&bundle)
-        .arg(&plain)
-        .status()
-        .unwrap();
+    let status =
+        std::process::Command::new("git").args(["clone", "-q"]).arg(&bundle).arg(&plain).status().unwrap();
     assert!(status.success());
     assert_eq!(locator.locate(&task).unwrap(), plain);
 
@@ -155,7 +165,11 @@ fn repositories_from_repos_dir_bundles_and_url_template() {
 
     // Nothing anywhere: the error names what was searched and why the clone failed.
     task.repo = "acme/missing".into();
-    let nowhere = RepoLocator::new(Some(repos_dir.path().into()), Some(format!("{}/{{repo}}.git", served.path().display())), cache.path().into());
+    let nowhere = RepoLocator::new(
+        Some(repos_dir.path().into()),
+        Some(format!("{}/{{repo}}.git", served.path().display())),
+        cache.path().into(),
+    );
     let err = nowhere.locate(&task).unwrap_err().to_string();
     assert!(err.starts_with("repository acme/missing: not found under"), "{err}");
     assert!(err.contains("acme/missing"), "{err}");

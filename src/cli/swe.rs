@@ -120,7 +120,8 @@ pub struct RunArgs {
 pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
     match cmd {
         SweCommand::Grade(args) => {
-            let plan = grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
+            let plan =
+                grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
             let report = grade(plan)?;
             print_summary(&report, &args.out);
             Ok(super::EXIT_OK)
@@ -144,7 +145,8 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
             infer(model.as_mut(), &infer_plan)?;
             let info = model.info().clone();
             drop(model);
-            let mut plan = grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?;
+            let mut plan =
+                grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?;
             plan.extra_manifest.insert("model".into(), serde_json::to_value(&info)?);
             plan.extra_manifest.insert(
                 "inference".into(),

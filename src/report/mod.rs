@@ -156,6 +156,7 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Rep
 pub struct ConsoleProgress {
     bar: indicatif::ProgressBar,
     started: Instant,
+    quiet: bool,
 }
 
 impl ConsoleProgress {
@@ -166,12 +167,12 @@ impl ConsoleProgress {
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
-        Self { bar, started: Instant::now() }
+        Self { bar, started: Instant::now(), quiet: false }
     }
 
     /// A reporter that draws nothing (for tests and `--quiet`).
     pub fn hidden() -> Self {
-        Self { bar: indicatif::ProgressBar::hidden(), started: Instant::now() }
+        Self { bar: indicatif::ProgressBar::hidden(), started: Instant::now(), quiet: true }
     }
 }
 
@@ -203,6 +204,9 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
             }
             ResultEvent::RunFinished { counts, elapsed_s } => {
                 self.bar.finish_and_clear();
+                if self.quiet {
+                    return Ok(());
+                }
                 let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
                 eprintln!("done in {elapsed_s:.1}s: {}", parts.join(", "));
             }

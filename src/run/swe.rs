@@ -316,6 +316,8 @@ pub async fn grade<S: Sandbox + 'static>(
         finished.insert(result.instance_id.clone(), result);
     }
 
+    // Scratch worktrees are removed as each instance is prepared; this drops their folder.
+    let _ = std::fs::remove_dir(plan.out.join("work"));
     let report = GradeReport::new(finished.into_values().collect(), skipped);
     report::write_json_atomic(&plan.out.join("report.json"), &report).map_err(RunError::Report)?;
     reporter
@@ -567,42 +569,47 @@ fn random_token() -> String {
     format!("{:016x}", hasher.finish())
 }
 
-/// Runs `command` in a fresh environment holding `tar`; returns the result and the JUnit file.
+/// Runs one test command in an existing environment and fetches its JUnit report.
+async fn exec_once<S: Sandbox>(
+    sandbox: &S,
+    handle: &S::Env,
+    command: &str,
+    junit: &str,
+    timeout: Duration,
+    env: &[(String, String)],
+) -> Result<TestRun, sandbox::SandboxError> {
+    let request = ExecRequest {
+        cmd: vec!["sh".into(), "-c".into(), command.to_owned()],
+        timeout,
+        workdir: Some(WORKSPACE.into()),
+        env: env.to_vec(),
+    };
+    let exec = sandbox.exec(handle, &request).await?;
+    let junit_xml = if matches!(exec.verdict, sandbox::Verdict::Timeout) {
+        None
+    } else {
+        match sandbox.copy_out(handle, junit).await {
+            Ok(bytes) => first_file_in_tar(&bytes),
+            Err(_) => None,
+        }
+    };
+    Ok(TestRun { exec, junit_xml })
+}
+
+/// Runs `command` in a fresh environment holding `tar`, then removes the environment.
 async fn run_in_sandbox<S: Sandbox>(
     sandbox: &S,
     spec: &EnvSpec,
     tar: &[u8],
-    commands: &[(String, String)],
+    command: &str,
+    junit: &str,
     timeout: Duration,
     env: &[(String, String)],
-) -> Result<Vec<TestRun>, sandbox::SandboxError> {
+) -> Result<TestRun, sandbox::SandboxError> {
     let handle = sandbox.create(spec).await?;
     let outcome = async {
         sandbox.copy_in(&handle, WORKSPACE, tar.to_vec()).await?;
-        let mut runs = Vec::new();
-        for (command, junit) in commands {
-            let request = ExecRequest {
-                cmd: vec!["sh".into(), "-c".into(), command.clone()],
-                timeout,
-                workdir: Some(WORKSPACE.into()),
-                env: env.to_vec(),
-            };
-            let exec = sandbox.exec(&handle, &request).await?;
-            let timed_out = matches!(exec.verdict, sandbox::Verdict::Timeout);
-            let junit_xml = if timed_out {
-                None
-            } else {
-                match sandbox.copy_out(&handle, junit).await {
-                    Ok(bytes) => first_file_in_tar(&bytes),
-                    Err(_) => None,
-                }
-            };
-            runs.push(TestRun { exec, junit_xml });
-            if timed_out {
-                break;
-            }
-        }
-        Ok(runs)
+        exec_once(sandbox, &handle, command, junit, timeout, env).await
     }
     .await;
     if let Err(e) = sandbox.destroy(handle).await {
@@ -758,20 +765,58 @@ async fn grade_instance<S: Sandbox + 'static>(
     };
     let _ = std::fs::write(log_dir.join("test_command.txt"), &command);
     let tests_started = Instant::now();
-    let runs =
-        run_in_sandbox(&*sandbox, &spec, &prepared.tar, &[(command, junit.clone())], settings.timeout, &env)
-            .await;
-    result.timings.tests_s = tests_started.elapsed().as_secs_f64();
-    let run = match runs {
-        Ok(mut runs) if !runs.is_empty() => runs.remove(0),
-        Ok(_) => {
-            result.detail = Some("the sandbox returned no result".into());
-            return finish(result, started);
-        }
+    // One environment for the run and its reruns (so reruns cost no container start).
+    let handle = match sandbox.create(&spec).await {
+        Ok(handle) => handle,
         Err(e) => {
             result.verdict = Verdict::EnvError;
             result.detail = Some(format!("sandbox: {}", error_chain(&e)));
             return finish(result, started);
+        }
+    };
+    let first = match sandbox.copy_in(&handle, WORKSPACE, prepared.tar.clone()).await {
+        Ok(()) => exec_once(&*sandbox, &handle, &command, &junit, settings.timeout, &env).await,
+        Err(e) => Err(e),
+    };
+    result.timings.tests_s = tests_started.elapsed().as_secs_f64();
+    let context =
+        Evaluation { sandbox: &*sandbox, handle: &handle, spec: &spec, env: &env, test_files: &test_files };
+    let result = evaluate(&context, locator, settings, &task, &log_dir, &scratch, first, result).await;
+    if let Err(e) = sandbox.destroy(handle).await {
+        tracing::warn!("removing a test environment failed: {e}");
+    }
+    finish(result, started)
+}
+
+/// What [`evaluate`] needs to run more commands.
+struct Evaluation<'a, S: Sandbox> {
+    sandbox: &'a S,
+    handle: &'a S::Env,
+    spec: &'a EnvSpec,
+    env: &'a [(String, String)],
+    test_files: &'a [String],
+}
+
+/// From the first test run to a verdict: runner failures, the base check when nothing ran,
+/// flaky reruns, then grading.
+#[allow(clippy::too_many_arguments)]
+async fn evaluate<S: Sandbox + 'static>(
+    context: &Evaluation<'_, S>,
+    locator: &Arc<RepoLocator>,
+    settings: &GradeSettings,
+    task: &SweTask,
+    log_dir: &Path,
+    scratch: &Path,
+    first: Result<TestRun, sandbox::SandboxError>,
+    mut result: InstanceResult,
+) -> InstanceResult {
+    let test_files = context.test_files;
+    let run = match first {
+        Ok(run) => run,
+        Err(e) => {
+            result.verdict = Verdict::EnvError;
+            result.detail = Some(format!("sandbox: {}", error_chain(&e)));
+            return result;
         }
     };
     let _ = std::fs::write(log_dir.join("test_output.txt"), run.log());
@@ -785,12 +830,12 @@ async fn grade_instance<S: Sandbox + 'static>(
             result.detail = Some(format!("tests ran past {} s", settings.timeout.as_secs_f64()));
             result.tests_status =
                 grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &StatusMap::new());
-            return finish(result, started);
+            return result;
         }
         sandbox::Verdict::Error(why) => {
             result.verdict = Verdict::EnvError;
             result.detail = Some(format!("sandbox: {why}"));
-            return finish(result, started);
+            return result;
         }
         sandbox::Verdict::Oom => {
             result.detail = Some(format!("tests ran out of memory ({} bytes)", settings.limits.memory_bytes));
@@ -800,15 +845,15 @@ async fn grade_instance<S: Sandbox + 'static>(
     if let Some(why) = runner_broken(&run.exec) {
         result.verdict = Verdict::EnvError;
         result.detail = Some(why);
-        return finish(result, started);
+        return result;
     }
-    let (mut map, source, collection_errors) = statuses(&run, &test_files);
+    let (mut map, source, collection_errors) = statuses(&run, test_files);
     result.status_source = source;
 
     if map.is_empty() {
         // Nothing ran. If the tests also cannot run without the prediction, the environment
         // is broken; otherwise the prediction broke them (e.g. an import error).
-        let (locator, base_task, scratch) = (locator.clone(), task.clone(), scratch.clone());
+        let (locator, base_task, scratch) = (locator.clone(), task.clone(), scratch.to_owned());
         let base = tokio::task::spawn_blocking(move || {
             let prepared = prepare(&locator, &base_task, None, &scratch);
             let _ = std::fs::remove_dir_all(&scratch);
@@ -817,26 +862,23 @@ async fn grade_instance<S: Sandbox + 'static>(
         .await;
         let base_ok = match base {
             Ok(Ok(base)) => {
-                let junit_base = format!("{WORKSPACE}/.repairbench-{}.xml", random_token());
-                let command =
-                    task.test_cmd.clone().unwrap_or_else(|| pytest_command(&test_files, &junit_base));
-                match run_in_sandbox(
-                    &*sandbox,
-                    &spec,
+                let junit = format!("{WORKSPACE}/.repairbench-{}.xml", random_token());
+                let command = task.test_cmd.clone().unwrap_or_else(|| pytest_command(test_files, &junit));
+                let run = run_in_sandbox(
+                    context.sandbox,
+                    context.spec,
                     &base.tar,
-                    &[(command, junit_base)],
+                    &command,
+                    &junit,
                     settings.timeout,
-                    &env,
+                    context.env,
                 )
-                .await
-                {
-                    Ok(runs) => runs.first().is_some_and(|r| {
-                        let (base_map, _, _) = statuses(r, &test_files);
-                        let status = grade::tests_status(&[], &task.pass_to_pass, &base_map);
-                        !base_map.is_empty() && status.pass_to_pass.failure.is_empty()
-                    }),
-                    Err(_) => false,
-                }
+                .await;
+                run.is_ok_and(|r| {
+                    let (base_map, _, _) = statuses(&r, test_files);
+                    let status = grade::tests_status(&[], &task.pass_to_pass, &base_map);
+                    !base_map.is_empty() && status.pass_to_pass.failure.is_empty()
+                })
             }
             _ => false,
         };
@@ -850,7 +892,7 @@ async fn grade_instance<S: Sandbox + 'static>(
                     collection_errors.join(", ")
                 }
             ));
-            return finish(result, started);
+            return result;
         }
         let note = "no test results with the prediction (the tests run without it)";
         result.detail = Some(match result.detail.take() {
@@ -860,33 +902,31 @@ async fn grade_instance<S: Sandbox + 'static>(
     }
 
     // Failing PASS_TO_PASS tests get reruns before they count against the patch.
-    let first = grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &map);
-    let failing = first.pass_to_pass.failure.clone();
+    let failing = grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &map).pass_to_pass.failure;
     if !failing.is_empty() && !map.is_empty() && settings.flaky_reruns > 0 {
         let reruns_started = Instant::now();
-        let commands: Vec<(String, String)> = (0..settings.flaky_reruns)
-            .map(|_| {
-                let junit = format!("{WORKSPACE}/.repairbench-{}.xml", random_token());
-                let command = match &task.test_cmd {
-                    Some(cmd) => cmd.clone(),
-                    None => pytest_command(&failing, &junit),
-                };
-                (command, junit)
-            })
-            .collect();
         let mut rerun_maps = Vec::new();
         let mut rerun_log = String::new();
-        if let Ok(runs) =
-            run_in_sandbox(&*sandbox, &spec, &prepared.tar, &commands, settings.timeout, &env).await
-        {
-            for (index, run) in runs.iter().enumerate() {
-                rerun_log.push_str(&format!(
-                    "===== rerun {} ({}) =====\n{}\n",
-                    index + 1,
-                    verdict_text(&run.exec.verdict),
-                    run.log()
-                ));
-                rerun_maps.push(statuses(run, &test_files).0);
+        for index in 0..settings.flaky_reruns {
+            let junit = format!("{WORKSPACE}/.repairbench-{}.xml", random_token());
+            let command = task.test_cmd.clone().unwrap_or_else(|| pytest_command(&failing, &junit));
+            let Ok(run) =
+                exec_once(context.sandbox, context.handle, &command, &junit, settings.timeout, context.env)
+                    .await
+            else {
+                break;
+            };
+            rerun_log.push_str(&format!(
+                "===== rerun {} ({}) =====\n{}\n",
+                index + 1,
+                verdict_text(&run.exec.verdict),
+                run.log()
+            ));
+            let rerun_map = statuses(&run, test_files).0;
+            let all_passed = grade::tests_status(&[], &failing, &rerun_map).pass_to_pass.failure.is_empty();
+            rerun_maps.push(rerun_map);
+            if all_passed {
+                break;
             }
         }
         let _ = std::fs::write(log_dir.join("reruns.txt"), rerun_log);
@@ -900,5 +940,5 @@ async fn grade_instance<S: Sandbox + 'static>(
     result.resolution = grade::resolution(&result.tests_status);
     result.verdict =
         if result.resolution == Resolution::Full { Verdict::Resolved } else { Verdict::Unresolved };
-    finish(result, started)
+    result
 }
