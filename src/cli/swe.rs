@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use repairbench::model::{LanguageModel, Sampling};
+use repairbench::model::{Engine, LanguageModel, Sampling, DEFAULT_MODEL};
 use repairbench::report::{ConsoleProgress, Reporter};
 use repairbench::run::swe::{self as swe_run, GradePlan, GradeReport, GradeSettings};
 use repairbench::run::swe_infer::{self, InferPlan};
@@ -250,8 +250,10 @@ fn infer_plan(
     Ok((model, plan))
 }
 
-fn load_model(_source: Option<&str>) -> anyhow::Result<Box<dyn LanguageModel>> {
-    anyhow::bail!("the local inference engine is not part of this build yet")
+fn load_model(source: Option<&str>) -> anyhow::Result<Box<dyn LanguageModel>> {
+    let source = source.unwrap_or(DEFAULT_MODEL);
+    let engine = Engine::load(source).with_context(|| format!("loading model {source}"))?;
+    Ok(Box::new(engine))
 }
 
 fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> anyhow::Result<swe_infer::InferSummary> {

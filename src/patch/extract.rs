@@ -26,8 +26,13 @@ pub struct Extracted {
     pub method: ExtractMethod,
 }
 
-/// Extracts a patch from `output`; `read_file` gives a base file's text by repository path.
-pub fn extract_patch(output: &str, read_file: &dyn Fn(&str) -> Option<String>) -> Extracted {
+/// Extracts a patch from `output`; `read_file` gives a base file's text by repository path;
+/// `shown_files` are the files the prompt showed (a nameless rewrite is matched against them).
+pub fn extract_patch(
+    output: &str,
+    read_file: &dyn Fn(&str) -> Option<String>,
+    shown_files: &[String],
+) -> Extracted {
     let found = |patch: String, method| Extracted { patch, method };
     if let Some(inner) = between_tags(output) {
         let inner = strip_fences(&inner);
@@ -53,7 +58,7 @@ pub fn extract_patch(output: &str, read_file: &dyn Fn(&str) -> Option<String>) -
     if let Some(patch) = search_replace(output, read_file) {
         return found(patch, ExtractMethod::SearchReplace);
     }
-    if let Some(patch) = whole_files(output, read_file) {
+    if let Some(patch) = whole_files(output, read_file, shown_files) {
         return found(patch, ExtractMethod::WholeFile);
     }
     found(String::new(), ExtractMethod::None)
@@ -84,6 +89,8 @@ struct Fence {
     body: String,
     /// The last non-empty line before the fence.
     before: String,
+    /// Whether a closing fence was found (an unclosed one is cut-off output).
+    closed: bool,
 }
 
 fn fences(output: &str) -> Vec<Fence> {
@@ -105,7 +112,7 @@ fn fences(output: &str) -> Vec<Fence> {
             }
             let mut body = lines[start..end].join("\n");
             body.push('\n');
-            out.push(Fence { lang, info, body, before });
+            out.push(Fence { lang, info, body, before, closed: end < lines.len() });
             i = end + 1;
         } else {
             i += 1;
@@ -191,9 +198,20 @@ fn search_replace(output: &str, read_file: &dyn Fn(&str) -> Option<String>) -> O
     (!patch.is_empty()).then_some(patch)
 }
 
-fn whole_files(output: &str, read_file: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+/// A rewrite at least this similar (by lines) to a shown file is taken as that file's new text.
+const REWRITE_MIN_RATIO: f32 = 0.6;
+
+fn whole_files(
+    output: &str,
+    read_file: &dyn Fn(&str) -> Option<String>,
+    shown_files: &[String],
+) -> Option<String> {
     let mut patch = String::new();
     for fence in fences(output) {
+        if !fence.closed || matches!(fence.lang.as_str(), "diff" | "patch" | "udiff") {
+            // Cut-off output would truncate the file it rewrites.
+            continue;
+        }
         let mut body = fence.body.clone();
         let mut candidates = vec![fence.info.clone(), fence.before.clone()];
         // `# file: a/b.py` as the fence's first line.
@@ -202,11 +220,23 @@ fn whole_files(output: &str, read_file: &dyn Fn(&str) -> Option<String>) -> Opti
                 candidates.insert(0, first.to_owned());
             }
         }
-        let Some((path, base)) = candidates
+        let named = candidates
             .iter()
             .filter_map(|c| file_name_in(c))
-            .find_map(|path| read_file(&path).map(|base| (path, base)))
-        else {
+            .find_map(|path| read_file(&path).map(|base| (path, base)));
+        // No name: the shown file the code resembles most, if it resembles one closely.
+        let Some((path, base)) = named.or_else(|| {
+            shown_files
+                .iter()
+                .filter_map(|path| read_file(path).map(|base| (path.clone(), base)))
+                .map(|(path, base)| {
+                    let ratio = similar::TextDiff::from_lines(&base, &body).ratio();
+                    (ratio, path, base)
+                })
+                .filter(|(ratio, _, _)| *ratio >= REWRITE_MIN_RATIO)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, path, base)| (path, base))
+        }) else {
             continue;
         };
         if body
@@ -239,7 +269,7 @@ mod tests {
     #[test]
     fn patch_tags_win_and_fences_inside_are_dropped() {
         let output = format!("Here is the fix.\n<patch>\n```diff\n{DIFF}```\n</patch>\nDone.");
-        let got = extract_patch(&output, &base);
+        let got = extract_patch(&output, &base, &[]);
         assert_eq!(got.method, ExtractMethod::PatchTags);
         assert_eq!(got.patch, DIFF);
     }
@@ -247,7 +277,7 @@ mod tests {
     #[test]
     fn diff_fence() {
         let output = format!("Explanation\n```diff\n{DIFF}```\nThanks");
-        let got = extract_patch(&output, &base);
+        let got = extract_patch(&output, &base, &[]);
         assert_eq!(got.method, ExtractMethod::DiffFence);
         assert_eq!(got.patch, DIFF);
     }
@@ -255,7 +285,7 @@ mod tests {
     #[test]
     fn bare_diff_starts_at_its_header() {
         let output = format!("I changed one line:\n{DIFF}");
-        let got = extract_patch(&output, &base);
+        let got = extract_patch(&output, &base, &[]);
         assert_eq!(got.method, ExtractMethod::BareDiff);
         assert_eq!(got.patch, DIFF);
     }
@@ -263,7 +293,7 @@ mod tests {
     #[test]
     fn search_replace_blocks_become_a_diff() {
         let output = "pkg/calc.py\n```python\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n```\n";
-        let got = extract_patch(output, &base);
+        let got = extract_patch(output, &base, &[]);
         assert_eq!(got.method, ExtractMethod::SearchReplace);
         assert!(got
             .patch
@@ -274,16 +304,33 @@ mod tests {
     #[test]
     fn whole_file_rewrite_becomes_a_diff() {
         let output = "The fixed file:\n\n`pkg/calc.py`:\n```python\ndef add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n```\n";
-        let got = extract_patch(output, &base);
+        let got = extract_patch(output, &base, &[]);
         assert_eq!(got.method, ExtractMethod::WholeFile);
         assert!(got.patch.contains("-    return a - b\n+    return a + b\n"), "{}", got.patch);
         assert!(!got.patch.contains("neg(a):\n-"), "unchanged lines stay context");
     }
 
     #[test]
+    fn nameless_rewrite_of_a_shown_file_is_matched_but_cut_off_output_is_not() {
+        let fixed = "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n";
+        let output = format!("```python\n{fixed}```\n");
+        let shown = vec!["pkg/calc.py".to_string()];
+        let got = extract_patch(&output, &base, &shown);
+        assert_eq!(got.method, ExtractMethod::WholeFile);
+        assert!(got.patch.starts_with("diff --git a/pkg/calc.py b/pkg/calc.py\n"), "{}", got.patch);
+        let cut = "```python\ndef add(a, b):\n    return a + b\n";
+        assert_eq!(extract_patch(cut, &base, &shown).method, ExtractMethod::None);
+        assert_eq!(
+            extract_patch(&output, &base, &[]).method,
+            ExtractMethod::None,
+            "unshown files are not guessed"
+        );
+    }
+
+    #[test]
     fn code_for_an_unknown_file_or_prose_gives_nothing() {
         let output = "Try this:\n```python\nprint('hi')\n```\nmaybe in other.py";
-        let got = extract_patch(output, &base);
+        let got = extract_patch(output, &base, &[]);
         assert_eq!(got, Extracted { patch: String::new(), method: ExtractMethod::None });
     }
 }

@@ -55,9 +55,11 @@ pub fn relevant_files(
             .take(max_files)
             .collect(),
         Retrieval::Bm25 => {
-            // Only the issue text and the base commit: the gold patch is never read here.
+            // Only the issue text and the base commit: the gold patch is never read here. Test
+            // files are left out: edits to them are undone before grading.
             let documents: Vec<(String, String)> = repos::list_files(repo, &task.base_commit)
                 .into_iter()
+                .filter(|path| !patch::is_test_path(path))
                 .filter_map(|path| {
                     let text = read(&path)?;
                     prompt::is_candidate_file(&path, text.len()).then_some((path, text))
@@ -168,7 +170,8 @@ pub fn infer(
         let read_file = |path: &str| {
             repos::read_at_commit(&repo, &task.base_commit, path).and_then(|b| String::from_utf8(b).ok())
         };
-        let extracted = extract::extract_patch(&output, &read_file);
+        let shown: Vec<String> = files.iter().map(|(path, _)| path.clone()).collect();
+        let extracted = extract::extract_patch(&output, &read_file, &shown);
         let method = serde_json::to_value(extracted.method).unwrap_or_default();
         *summary.extraction_methods.entry(method.as_str().unwrap_or("none").to_owned()).or_default() += 1;
         summary.empty_patches += usize::from(extracted.patch.is_empty());
