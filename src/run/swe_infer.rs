@@ -142,7 +142,7 @@ pub fn infer(
         let request = GenerateRequest {
             prompt: Prompt::Chat(messages),
             max_tokens: plan.max_tokens,
-            sampling: plan.sampling.clone(),
+            sampling: plan.sampling,
             stop: vec!["</patch>".into()],
             n: 1,
         };

@@ -144,12 +144,15 @@ pub struct TaskSet {
     pub skipped: Vec<Skipped>,
 }
 
+/// Records with their locations (`file:line` or `file[index]`), and what was skipped.
+type Records<T> = (Vec<(String, T)>, Vec<Skipped>);
+
 /// Reads records of type `T` from a JSON array, a single JSON object or JSON lines. Each
 /// record that does not parse is reported with its location and serde's reason.
 fn read_records<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &'static str,
-) -> Result<(Vec<(String, T)>, Vec<Skipped>), LoadError> {
+) -> Result<Records<T>, LoadError> {
     let text =
         std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
     let shown = path.display();
