@@ -50,3 +50,6 @@ pub fn sandbox_workers() -> usize {
         .filter(|&n| n > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
+
+/// URL template for cloning task repositories not found locally (`{repo}`, `{owner}`, `{name}`).
+pub const REPO_URL_TEMPLATE: &str = "REPAIRBENCH_REPO_URL_TEMPLATE";

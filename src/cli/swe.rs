@@ -1,8 +1,283 @@
-use clap::Subcommand;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use repairbench::model::{Engine, LanguageModel, Sampling, DEFAULT_MODEL};
+use repairbench::report::{ConsoleProgress, Reporter};
+use repairbench::run::swe::{self as swe_run, GradePlan, GradeReport, GradeSettings};
+use repairbench::run::swe_infer::{self, InferPlan};
+use repairbench::sandbox::{images, DockerSandbox, Limits};
+use repairbench::tasks::prompt::{PromptSettings, Retrieval};
+use repairbench::tasks::PredictionSource;
 
 #[derive(Debug, Subcommand)]
-pub enum SweCommand {}
+pub enum SweCommand {
+    /// Grade predictions (a SWE-bench predictions file, `gold` or `empty`) in the sandbox.
+    Grade(GradeArgs),
+    /// Ask a model for a patch per task; write a SWE-bench predictions file.
+    Infer(InferArgs),
+    /// Infer, then grade: OUT/predictions.jsonl, then the grade outputs in OUT.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DatasetArgs {
+    /// SWE-bench instances (JSON or JSONL), a task folder, or a folder of task folders (`issues/`).
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Repositories as DIR/OWNER/NAME (bare or not) or DIR/OWNER/NAME.bundle.
+    #[arg(long)]
+    repos: Option<PathBuf>,
+    /// URL for repositories not found locally; {repo}, {owner} and {name} are replaced
+    /// (default: GitHub over https, cloned with the git CLI into the cache).
+    #[arg(long, env = repairbench::env::REPO_URL_TEMPLATE)]
+    url_template: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GradeOptions {
+    /// Instances graded at once.
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Deadline for one test run, in seconds.
+    #[arg(long, default_value_t = 1800.0)]
+    timeout: f64,
+    /// Reruns of failing PASS_TO_PASS tests before they count against the patch.
+    #[arg(long, default_value_t = 2)]
+    reruns: usize,
+    /// Memory limit per test container, e.g. 2g.
+    #[arg(long, default_value = "2g", value_parser = super::sandbox::parse_size)]
+    memory: u64,
+    /// Image for tasks without their own `environment.image` (default: the Python image).
+    #[arg(long)]
+    image: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GradeArgs {
+    #[command(flatten)]
+    data: DatasetArgs,
+    /// Predictions file (JSON/JSONL with instance_id, model_name_or_path, model_patch), or
+    /// `gold` / `empty`.
+    #[arg(long)]
+    predictions: String,
+    #[command(flatten)]
+    options: GradeOptions,
+    /// Output folder: report.json, results.jsonl, manifest.json, logs/. Reusing it resumes.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelOptions {
+    /// Model (path, hf:OWNER/REPO/FILE or pip:PACKAGE/PATH); default: the default model.
+    #[arg(long)]
+    model: Option<String>,
+    /// How files are chosen for the prompt: bm25 (from the issue text) or oracle (the files
+    /// the gold patch touches).
+    #[arg(long, default_value = "bm25")]
+    retrieval: Retrieval,
+    /// Files in the prompt at most.
+    #[arg(long, default_value_t = 3)]
+    max_files: usize,
+    /// Characters of file text in the prompt at most.
+    #[arg(long, default_value_t = 6000)]
+    max_file_chars: usize,
+    #[arg(long, default_value_t = 768)]
+    max_tokens: usize,
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct InferArgs {
+    #[command(flatten)]
+    data: DatasetArgs,
+    #[command(flatten)]
+    model: ModelOptions,
+    /// Predictions file to write (JSONL; appended to, tasks with an unchanged prompt skipped).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    data: DatasetArgs,
+    #[command(flatten)]
+    model: ModelOptions,
+    #[command(flatten)]
+    options: GradeOptions,
+    #[arg(long)]
+    out: PathBuf,
+}
 
 pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
-    match cmd {}
+    match cmd {
+        SweCommand::Grade(args) => {
+            let plan =
+                grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
+            let report = grade(plan)?;
+            print_summary(&report, &args.out);
+            Ok(super::EXIT_OK)
+        }
+        SweCommand::Infer(args) => {
+            let (mut model, plan) = infer_plan(&args.data, &args.model, &args.out)?;
+            let summary = infer(model.as_mut(), &plan)?;
+            println!(
+                "wrote {} predictions to {} ({} kept from before, {} empty patches)",
+                summary.written,
+                args.out.display(),
+                summary.kept,
+                summary.empty_patches
+            );
+            Ok(super::EXIT_OK)
+        }
+        SweCommand::Run(args) => {
+            std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+            let predictions = args.out.join("predictions.jsonl");
+            let (mut model, infer_plan) = infer_plan(&args.data, &args.model, &predictions)?;
+            infer(model.as_mut(), &infer_plan)?;
+            let info = model.info().clone();
+            drop(model);
+            let mut plan =
+                grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?;
+            plan.extra_manifest.insert("model".into(), serde_json::to_value(&info)?);
+            plan.extra_manifest.insert(
+                "inference".into(),
+                serde_json::json!({
+                    "prompt": infer_plan.prompt,
+                    "max_tokens": infer_plan.max_tokens,
+                    "sampling": infer_plan.sampling,
+                }),
+            );
+            let report = grade(plan)?;
+            print_summary(&report, &args.out);
+            Ok(super::EXIT_OK)
+        }
+    }
+}
+
+fn grade_plan(
+    data: &DatasetArgs,
+    predictions: PredictionSource,
+    options: &GradeOptions,
+    out: &std::path::Path,
+) -> anyhow::Result<GradePlan> {
+    if !(options.timeout.is_finite() && options.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds, got {}", options.timeout);
+    }
+    if options.workers == Some(0) {
+        anyhow::bail!("--workers must be at least 1");
+    }
+    let mut settings = GradeSettings::new(options.image.clone().unwrap_or_default());
+    settings.timeout = Duration::from_secs_f64(options.timeout);
+    settings.flaky_reruns = options.reruns;
+    settings.workers = options.workers.unwrap_or_else(swe_run::default_workers);
+    settings.limits = Limits { memory_bytes: options.memory, ..Limits::default() };
+    Ok(GradePlan {
+        dataset: data.dataset.clone(),
+        predictions,
+        repos: data.repos.clone(),
+        url_template: data.url_template.clone(),
+        cache_dir: repairbench::env::cache_dir(),
+        out: out.to_owned(),
+        settings,
+        extra_manifest: Default::default(),
+    })
+}
+
+/// Exit status after Ctrl-C or SIGTERM (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
+
+fn grade(mut plan: GradePlan) -> anyhow::Result<GradeReport> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let sandbox = DockerSandbox::connect().await?;
+        if plan.settings.image.is_empty() {
+            plan.settings.image = images::ensure_default_image(sandbox.docker()).await?;
+        }
+        plan.settings.image_id =
+            sandbox.docker().inspect_image(&plan.settings.image).await.ok().and_then(|i| i.id);
+        let sandbox = Arc::new(sandbox);
+        let mut progress = ConsoleProgress::new();
+        let interrupted = async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut term = signal(SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        tokio::select! {
+            report = swe_run::grade(sandbox.clone(), &plan, &mut progress as &mut dyn Reporter<_>) => Ok(report?),
+            _ = interrupted => {
+                sandbox.remove_run_resources().await?;
+                eprintln!("interrupted: finished instances are in {}; rerun the same command to resume",
+                    plan.out.join("results.jsonl").display());
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
+            }
+        }
+    })
+}
+
+fn infer_plan(
+    data: &DatasetArgs,
+    options: &ModelOptions,
+    out: &std::path::Path,
+) -> anyhow::Result<(Box<dyn LanguageModel>, InferPlan)> {
+    let model = load_model(options.model.as_deref())?;
+    let sampling = Sampling { temperature: options.temperature, seed: options.seed, ..Sampling::GREEDY };
+    let plan = InferPlan {
+        dataset: data.dataset.clone(),
+        repos: data.repos.clone(),
+        url_template: data.url_template.clone(),
+        cache_dir: repairbench::env::cache_dir(),
+        out: out.to_owned(),
+        prompt: PromptSettings {
+            retrieval: options.retrieval,
+            max_files: options.max_files,
+            max_file_chars: options.max_file_chars,
+        },
+        max_tokens: options.max_tokens,
+        sampling,
+    };
+    Ok((model, plan))
+}
+
+fn load_model(source: Option<&str>) -> anyhow::Result<Box<dyn LanguageModel>> {
+    let source = source.unwrap_or(DEFAULT_MODEL);
+    let engine = Engine::load(source).with_context(|| format!("loading model {source}"))?;
+    Ok(Box::new(engine))
+}
+
+fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> anyhow::Result<swe_infer::InferSummary> {
+    let mut progress = ConsoleProgress::new();
+    Ok(swe_infer::infer(model, plan, &mut progress)?)
+}
+
+fn print_summary(report: &GradeReport, out: &std::path::Path) {
+    let s = &report.summary;
+    println!("{} instances: {} resolved ({:.1}%)", s.total, s.resolved, 100.0 * s.resolved_rate);
+    for (verdict, count) in &s.verdicts {
+        if *count > 0 {
+            println!("  {verdict:<20} {count}");
+        }
+    }
+    if !s.apply_methods.is_empty() {
+        let methods: Vec<String> = s.apply_methods.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        println!("  patches applied by: {}", methods.join(", "));
+    }
+    if s.flaky_tests > 0 {
+        println!("  flaky tests (passed on rerun): {}", s.flaky_tests);
+    }
+    for skip in &report.skipped {
+        println!("  skipped {}: {}", skip.location, skip.reason);
+    }
+    println!("report: {}", out.join("report.json").display());
 }

@@ -1,1 +1,258 @@
 //! Result events and the reporters that consume them (console progress, JSON/JSONL).
+//!
+//! Generic over the record type `R` each finished item carries (a graded SWE instance, a suite
+//! item...), so every kind of run reports the same way: a runner emits [`ResultEvent`]s and
+//! hands them to [`Reporter`]s; [`JsonlAppender`] makes a run resumable, [`ConsoleProgress`]
+//! shows it.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// What happened in a run, item by item.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ResultEvent<R> {
+    RunStarted {
+        run: String,
+        /// Items this run will work on (not counting those kept from an earlier run).
+        total: usize,
+        /// Items kept from an earlier run with the same output folder.
+        resumed: usize,
+    },
+    ItemStarted {
+        id: String,
+    },
+    ItemFinished {
+        id: String,
+        /// A short label (`resolved`, `timeout`, `pass`...).
+        outcome: String,
+        success: bool,
+        record: R,
+    },
+    /// An input record that could not become an item.
+    ItemSkipped {
+        id: Option<String>,
+        location: String,
+        reason: String,
+    },
+    RunFinished {
+        counts: BTreeMap<String, usize>,
+        elapsed_s: f64,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serialize a record for {path}")]
+    Serialize {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Anything that consumes result events.
+pub trait Reporter<R>: Send {
+    fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError>;
+}
+
+/// Appends each finished item's record as one JSON line, flushed and synced before the next
+/// item is reported, so a killed run loses at most the line being written.
+pub struct JsonlAppender {
+    path: PathBuf,
+    file: File,
+}
+
+impl JsonlAppender {
+    pub fn open(path: &Path) -> Result<Self, ReportError> {
+        let write_err = |source| ReportError::Write { path: path.to_owned(), source };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(write_err)?;
+        }
+        let mut file =
+            OpenOptions::new().create(true).append(true).read(true).open(path).map_err(write_err)?;
+        // A run killed mid-line leaves a partial last line: end it so the next record starts
+        // on its own line (the reader skips the broken one).
+        let len = file.metadata().map_err(write_err)?.len();
+        if len > 0 {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(len - 1)).map_err(write_err)?;
+            file.read_exact(&mut last).map_err(write_err)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n").map_err(write_err)?;
+            }
+        }
+        Ok(Self { path: path.to_owned(), file })
+    }
+
+    pub fn append<T: Serialize>(&mut self, record: &T) -> Result<(), ReportError> {
+        let mut line = serde_json::to_string(record)
+            .map_err(|source| ReportError::Serialize { path: self.path.clone(), source })?;
+        line.push('\n');
+        let write_err = |source| ReportError::Write { path: self.path.clone(), source };
+        self.file.write_all(line.as_bytes()).map_err(write_err)?;
+        self.file.flush().map_err(write_err)?;
+        self.file.sync_data().map_err(write_err)
+    }
+}
+
+impl<R: Serialize + Send> Reporter<R> for JsonlAppender {
+    fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError> {
+        if let ResultEvent::ItemFinished { record, .. } = event {
+            self.append(record)?;
+        }
+        Ok(())
+    }
+}
+
+/// Records read back from a JSONL file, and the lines that could not be read (`file:line: why`).
+pub fn read_jsonl<R: DeserializeOwned>(path: &Path) -> (Vec<R>, Vec<String>) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut records = Vec::new();
+    let mut bad = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(record) => records.push(record),
+            Err(e) => bad.push(format!("{}:{}: {e}", path.display(), index + 1)),
+        }
+    }
+    (records, bad)
+}
+
+/// Writes `value` as pretty JSON through a temporary file and a rename, so readers never see a
+/// half-written file.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), ReportError> {
+    let write_err = |source| ReportError::Write { path: path.to_owned(), source };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(write_err)?;
+    }
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|source| ReportError::Serialize { path: path.to_owned(), source })?;
+    text.push('\n');
+    let partial = path.with_extension("json.partial");
+    std::fs::write(&partial, text).map_err(write_err)?;
+    std::fs::rename(&partial, path).map_err(write_err)
+}
+
+/// A progress bar on stderr; skipped inputs and the final counts are printed above it.
+pub struct ConsoleProgress {
+    bar: indicatif::ProgressBar,
+    started: Instant,
+    quiet: bool,
+}
+
+impl ConsoleProgress {
+    pub fn new() -> Self {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {elapsed} {wide_msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        Self { bar, started: Instant::now(), quiet: false }
+    }
+
+    /// A reporter that draws nothing (for tests and `--quiet`).
+    pub fn hidden() -> Self {
+        Self { bar: indicatif::ProgressBar::hidden(), started: Instant::now(), quiet: true }
+    }
+}
+
+impl Default for ConsoleProgress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<R: Send> Reporter<R> for ConsoleProgress {
+    fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError> {
+        match event {
+            ResultEvent::RunStarted { run, total, resumed } => {
+                self.started = Instant::now();
+                self.bar.set_prefix(run.clone());
+                self.bar.set_length(*total as u64);
+                if *resumed > 0 {
+                    self.bar.println(format!("{resumed} finished item(s) kept from the earlier run"));
+                }
+            }
+            ResultEvent::ItemStarted { id } => self.bar.set_message(id.clone()),
+            ResultEvent::ItemFinished { id, outcome, .. } => {
+                self.bar.inc(1);
+                self.bar.set_message(format!("{id}: {outcome}"));
+            }
+            ResultEvent::ItemSkipped { id, location, reason } => {
+                let id = id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default();
+                self.bar.println(format!("skipped {location}{id}: {reason}"));
+            }
+            ResultEvent::RunFinished { counts, elapsed_s } => {
+                self.bar.finish_and_clear();
+                if self.quiet {
+                    return Ok(());
+                }
+                let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                eprintln!("done in {elapsed_s:.1}s: {}", parts.join(", "));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends each event to several reporters; the first error is returned after all have seen it.
+pub struct Fanout<R> {
+    pub reporters: Vec<Box<dyn Reporter<R>>>,
+}
+
+impl<R: Send> Reporter<R> for Fanout<R> {
+    fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError> {
+        let mut first = None;
+        for reporter in &mut self.reporters {
+            if let Err(e) = reporter.report(event) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appended_records_survive_a_torn_last_line() {
+        let dir = std::env::temp_dir().join(format!("rb-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("results.jsonl");
+        let mut out = JsonlAppender::open(&path).unwrap();
+        out.append(&serde_json::json!({"id": "a"})).unwrap();
+        drop(out);
+        // A run killed while writing its second line.
+        std::fs::write(&path, format!("{}{}", std::fs::read_to_string(&path).unwrap(), "{\"id\": \"b"))
+            .unwrap();
+        let mut out = JsonlAppender::open(&path).unwrap();
+        out.append(&serde_json::json!({"id": "c"})).unwrap();
+        let (records, bad): (Vec<serde_json::Value>, _) = read_jsonl(&path);
+        assert_eq!(records.iter().map(|r| r["id"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "c"]);
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].contains("results.jsonl:2"), "{bad:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,1 +1,395 @@
 //! Code-repair tasks: SWE-bench instances and predictions, task folders under `issues/`.
+//!
+//! Loading never stops at the first bad record: every record that cannot be used becomes a
+//! [`Skipped`] entry naming the file, line and what was expected, and the rest goes on.
+
+pub mod prompt;
+pub mod repos;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+
+pub use repos::{RepoError, RepoLocator};
+
+/// File name of a task folder's instance (see [`load_tasks`]).
+pub const TASK_FILE: &str = "task.json";
+/// File name of a task folder's repository bundle.
+pub const BUNDLE_FILE: &str = "repo.bundle";
+
+/// What a task's test image needs beyond the default base (field `environment`, ours).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskEnvironment {
+    /// Image to run the tests in instead of the default Python base.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Python packages the tests need (recorded; the image must provide them).
+    #[serde(default)]
+    pub pip: Vec<String>,
+    /// Extra environment variables for the test command.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// One SWE-bench instance, plus our optional `test_cmd` and `environment`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweTask {
+    pub repo: String,
+    pub instance_id: String,
+    pub base_commit: String,
+    /// The gold patch (source changes only).
+    #[serde(default)]
+    pub patch: String,
+    /// Changes to the tests that check the fix; applied after any prediction.
+    pub test_patch: String,
+    #[serde(default)]
+    pub problem_statement: String,
+    #[serde(default)]
+    pub hints_text: String,
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub environment_setup_commit: Option<String>,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(rename = "FAIL_TO_PASS", deserialize_with = "test_list")]
+    pub fail_to_pass: Vec<String>,
+    #[serde(rename = "PASS_TO_PASS", default, deserialize_with = "test_list")]
+    pub pass_to_pass: Vec<String>,
+    /// Shell command run from the repository root; default: pytest over the test_patch files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_cmd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<TaskEnvironment>,
+    /// Where the instance was read from (`file:line`), for messages.
+    #[serde(skip)]
+    pub origin: String,
+    /// A task folder's own repository bundle, used before `--repos` and the URL template.
+    #[serde(skip)]
+    pub bundle: Option<PathBuf>,
+}
+
+impl SweTask {
+    /// `OWNER/NAME` split in two; `None` when `repo` is not of that shape.
+    pub fn owner_name(&self) -> Option<(&str, &str)> {
+        let (owner, name) = self.repo.split_once('/')?;
+        (!owner.is_empty() && !name.is_empty() && !name.contains('/')).then_some((owner, name))
+    }
+}
+
+/// FAIL_TO_PASS / PASS_TO_PASS: a JSON list, or (as the published datasets store them) a
+/// string holding a JSON list.
+fn test_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrString {
+        List(Vec<String>),
+        Encoded(String),
+    }
+    match ListOrString::deserialize(deserializer)
+        .map_err(|_| de::Error::custom("expected a list of test ids or a string holding a JSON list"))?
+    {
+        ListOrString::List(list) => Ok(list),
+        ListOrString::Encoded(text) if text.trim().is_empty() => Ok(Vec::new()),
+        ListOrString::Encoded(text) => serde_json::from_str(&text)
+            .map_err(|e| de::Error::custom(format!("string is not a JSON list of test ids: {e}"))),
+    }
+}
+
+fn string_or_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(deserializer)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(de::Error::custom(format!("expected a string or number, found {other}"))),
+    }
+}
+
+/// A record that was left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// `file:line`, `file[index]` or an instance id.
+    pub location: String,
+    pub instance_id: Option<String>,
+    pub reason: String,
+}
+
+/// Errors that stop loading a whole file (a bad record only skips that record).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: expected a JSON array or JSON lines of {what}")]
+    NotJson {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: no {what} found (expected {TASK_FILE} in it or in its subfolders)")]
+    EmptyFolder { path: PathBuf, what: &'static str },
+}
+
+/// Tasks read from a dataset, with what was skipped.
+#[derive(Debug, Default)]
+pub struct TaskSet {
+    pub tasks: Vec<SweTask>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Records with their locations (`file:line` or `file[index]`), and what was skipped.
+type Records<T> = (Vec<(String, T)>, Vec<Skipped>);
+
+/// Reads records of type `T` from a JSON array, a single JSON object or JSON lines. Each
+/// record that does not parse is reported with its location and serde's reason.
+fn read_records<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+) -> Result<Records<T>, LoadError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+    let shown = path.display();
+    let mut records = Vec::new();
+    let mut skipped = Vec::new();
+    let trimmed = text.trim_start();
+    let is_jsonl = path.extension().is_some_and(|e| e == "jsonl");
+    if !is_jsonl && trimmed.starts_with('[') {
+        let values: Vec<serde_json::Value> = serde_json::from_str(&text)
+            .map_err(|source| LoadError::NotJson { path: path.to_owned(), what, source })?;
+        for (index, value) in values.into_iter().enumerate() {
+            let location = format!("{shown}[{index}]");
+            let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
+            match serde_json::from_value::<T>(value) {
+                Ok(record) => records.push((location, record)),
+                Err(e) => skipped.push(Skipped {
+                    location,
+                    instance_id: id,
+                    reason: format!("expected {what}: {e}"),
+                }),
+            }
+        }
+        return Ok((records, skipped));
+    }
+    if !is_jsonl && trimmed.starts_with('{') {
+        // A single pretty-printed object (a task folder's task.json) is one record.
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
+            let location = format!("{shown}:1");
+            let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
+            match serde_json::from_value::<T>(value) {
+                Ok(record) => records.push((location, record)),
+                Err(e) => skipped.push(Skipped {
+                    location,
+                    instance_id: id,
+                    reason: format!("expected {what}: {e}"),
+                }),
+            }
+            return Ok((records, skipped));
+        }
+    }
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let location = format!("{shown}:{}", index + 1);
+        let value: serde_json::Value = match serde_json::from_str(line) {
+            Ok(value) => value,
+            Err(e) => {
+                skipped.push(Skipped {
+                    location,
+                    instance_id: None,
+                    reason: format!("expected one JSON object per line ({what}): {e}"),
+                });
+                continue;
+            }
+        };
+        let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
+        match serde_json::from_value::<T>(value) {
+            Ok(record) => records.push((location, record)),
+            Err(e) => {
+                skipped.push(Skipped { location, instance_id: id, reason: format!("expected {what}: {e}") })
+            }
+        }
+    }
+    Ok((records, skipped))
+}
+
+/// Loads tasks from a JSON/JSONL dataset file, a task folder (`task.json` + `repo.bundle`)
+/// or a folder of task folders (such as `issues/`). Duplicate instance ids keep the first.
+pub fn load_tasks(path: &Path) -> Result<TaskSet, LoadError> {
+    let mut set = TaskSet::default();
+    if path.is_dir() {
+        let mut folders = Vec::new();
+        if path.join(TASK_FILE).is_file() {
+            folders.push(path.to_owned());
+        } else {
+            let entries = std::fs::read_dir(path)
+                .map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+            for entry in entries.flatten() {
+                if entry.path().join(TASK_FILE).is_file() {
+                    folders.push(entry.path());
+                }
+            }
+            folders.sort();
+        }
+        if folders.is_empty() {
+            return Err(LoadError::EmptyFolder { path: path.to_owned(), what: "task folders" });
+        }
+        for folder in folders {
+            let (records, skipped) =
+                read_records::<SweTask>(&folder.join(TASK_FILE), "a SWE-bench instance")?;
+            set.skipped.extend(skipped);
+            let bundle = folder.join(BUNDLE_FILE);
+            for (origin, mut task) in records {
+                task.origin = origin;
+                task.bundle = bundle.is_file().then(|| bundle.clone());
+                set.tasks.push(task);
+            }
+        }
+    } else {
+        let (records, skipped) = read_records::<SweTask>(path, "a SWE-bench instance")?;
+        set.skipped.extend(skipped);
+        for (origin, mut task) in records {
+            task.origin = origin;
+            set.tasks.push(task);
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut kept = Vec::with_capacity(set.tasks.len());
+    for task in set.tasks.drain(..) {
+        if let Some(reason) = validate_task(&task) {
+            set.skipped.push(Skipped {
+                location: task.origin.clone(),
+                instance_id: Some(task.instance_id.clone()),
+                reason,
+            });
+        } else if !seen.insert(task.instance_id.clone()) {
+            set.skipped.push(Skipped {
+                location: task.origin.clone(),
+                instance_id: Some(task.instance_id.clone()),
+                reason: "duplicate instance_id (the first one is kept)".into(),
+            });
+        } else {
+            kept.push(task);
+        }
+    }
+    set.tasks = kept;
+    Ok(set)
+}
+
+fn validate_task(task: &SweTask) -> Option<String> {
+    if task.instance_id.trim().is_empty() {
+        return Some("field `instance_id`: expected a non-empty string".into());
+    }
+    if task.owner_name().is_none() {
+        return Some(format!("field `repo`: expected OWNER/NAME, found {:?}", task.repo));
+    }
+    if task.base_commit.len() < 4 || !task.base_commit.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Some(format!(
+            "field `base_commit`: expected a commit id in hex, found {:?}",
+            task.base_commit
+        ));
+    }
+    if task.fail_to_pass.is_empty() {
+        return Some("field `FAIL_TO_PASS`: expected at least one test id".into());
+    }
+    None
+}
+
+/// One prediction, as SWE-bench writes them; extra fields (the full model output, ...) are kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub instance_id: String,
+    #[serde(default)]
+    pub model_name_or_path: Option<String>,
+    /// `null` counts as an empty patch.
+    #[serde(default)]
+    pub model_patch: Option<String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl Prediction {
+    pub fn patch(&self) -> &str {
+        self.model_patch.as_deref().unwrap_or("")
+    }
+}
+
+/// Where predictions come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PredictionSource {
+    /// The dataset's own patches: a dataset whose gold does not resolve is broken.
+    Gold,
+    /// No change at all: nothing should resolve.
+    Empty,
+    File(PathBuf),
+}
+
+impl PredictionSource {
+    /// `gold`, `empty` or a path.
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "gold" => Self::Gold,
+            "empty" => Self::Empty,
+            path => Self::File(PathBuf::from(path)),
+        }
+    }
+}
+
+/// Predictions matched to tasks, with what was skipped.
+#[derive(Debug, Default)]
+pub struct PredictionSet {
+    pub by_instance: BTreeMap<String, Prediction>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Loads predictions for `tasks`. Predictions for unknown instances and duplicates are
+/// skipped with a reason; tasks without a prediction are reported by the caller.
+pub fn load_predictions(source: &PredictionSource, tasks: &[SweTask]) -> Result<PredictionSet, LoadError> {
+    let mut set = PredictionSet::default();
+    match source {
+        PredictionSource::Gold | PredictionSource::Empty => {
+            let gold = matches!(source, PredictionSource::Gold);
+            for task in tasks {
+                set.by_instance.insert(
+                    task.instance_id.clone(),
+                    Prediction {
+                        instance_id: task.instance_id.clone(),
+                        model_name_or_path: Some(if gold { "gold" } else { "empty" }.into()),
+                        model_patch: Some(if gold { task.patch.clone() } else { String::new() }),
+                        extra: BTreeMap::new(),
+                    },
+                );
+            }
+        }
+        PredictionSource::File(path) => {
+            let known: HashSet<&str> = tasks.iter().map(|t| t.instance_id.as_str()).collect();
+            let (records, skipped) = read_records::<Prediction>(path, "a prediction")?;
+            set.skipped.extend(skipped);
+            for (location, prediction) in records {
+                if !known.contains(prediction.instance_id.as_str()) {
+                    set.skipped.push(Skipped {
+                        location,
+                        instance_id: Some(prediction.instance_id.clone()),
+                        reason: "prediction for an instance that is not in the dataset".into(),
+                    });
+                } else if set.by_instance.contains_key(&prediction.instance_id) {
+                    set.skipped.push(Skipped {
+                        location,
+                        instance_id: Some(prediction.instance_id.clone()),
+                        reason: "duplicate prediction (the first one is kept)".into(),
+                    });
+                } else {
+                    set.by_instance.insert(prediction.instance_id.clone(), prediction);
+                }
+            }
+        }
+    }
+    Ok(set)
+}

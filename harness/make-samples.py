@@ -1,0 +1,649 @@
+#!/usr/bin/env python3
+"""Regenerates the bundled sample repair tasks in issues/ (run from the repository root).
+
+Each sample is a small Python project with a real-looking bug. The script builds its git
+history with fixed authors and dates (so commit ids are the same on every machine), writes
+the base commit as issues/NAME/repo.bundle, and the SWE-bench instance as issues/NAME/task.json:
+`patch` is the fix to the sources, `test_patch` the tests that show the bug. FAIL_TO_PASS and
+PASS_TO_PASS are listed here by hand; `cargo test --test swe_samples` checks them for real
+(gold must resolve every sample in the sandbox, the empty patch none).
+
+Needs only python3 and git.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "Sample Maintainer",
+    "GIT_AUTHOR_EMAIL": "maintainer@example.com",
+    "GIT_COMMITTER_NAME": "Sample Maintainer",
+    "GIT_COMMITTER_EMAIL": "maintainer@example.com",
+    "GIT_AUTHOR_DATE": "2024-03-01T12:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2024-03-01T12:00:00+00:00",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True, text=True).stdout
+
+
+def write(root, files):
+    for path, text in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w", newline="\n") as f:
+            f.write(text.lstrip("\n"))
+
+
+PYPROJECT = """
+[project]
+name = "{name}"
+version = "0.3.1"
+requires-python = ">=3.8"
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+"""
+
+SAMPLES = []
+
+# ---------------------------------------------------------------------------------------------
+SAMPLES.append({
+    "dir": "textkit-slugify",
+    "repo": "acme/textkit",
+    "instance_id": "acme__textkit-101",
+    "created_at": "2024-03-04T09:12:00Z",
+    "version": "0.3",
+    "problem_statement": """slugify() leaves repeated and trailing dashes
+
+`textkit.slug.slugify` is used to build URLs from article titles, but titles with several
+punctuation characters in a row produce doubled dashes, and titles ending in punctuation
+produce a trailing dash:
+
+```python
+>>> from textkit.slug import slugify
+>>> slugify("Hello,  World!")
+'hello---world-'
+```
+
+Expected `'hello-world'`: runs of separators should collapse into a single dash and there
+should be no dash at either end.
+""",
+    "hints_text": "The per-character loop in slug.py emits one dash per non-alphanumeric character.",
+    "base": {
+        "pyproject.toml": PYPROJECT.format(name="textkit"),
+        "README.md": "# textkit\n\nSmall text helpers: slugs, wrapping, case conversion.\n",
+        "textkit/__init__.py": '"""Small text helpers."""\n\nfrom .case import snake_to_camel\nfrom .slug import slugify\nfrom .wrap import wrap\n\n__all__ = ["slugify", "snake_to_camel", "wrap"]\n',
+        "textkit/slug.py": '''
+"""URL slugs from free text."""
+
+import unicodedata
+
+
+def _ascii(text):
+    normalized = unicodedata.normalize("NFKD", text)
+    return normalized.encode("ascii", "ignore").decode("ascii")
+
+
+def slugify(text, separator="-"):
+    """Lower-case ASCII slug of `text`, words joined by `separator`."""
+    out = []
+    for char in _ascii(text).lower():
+        if char.isalnum():
+            out.append(char)
+        else:
+            out.append(separator)
+    return "".join(out)
+''',
+        "textkit/wrap.py": '''
+"""Greedy word wrapping."""
+
+
+def wrap(text, width=70):
+    """Split `text` into lines of at most `width` characters (long words stay whole)."""
+    if width < 1:
+        raise ValueError("width must be positive")
+    lines = []
+    current = ""
+    for word in text.split():
+        if not current:
+            current = word
+        elif len(current) + 1 + len(word) <= width:
+            current += " " + word
+        else:
+            lines.append(current)
+            current = word
+    if current:
+        lines.append(current)
+    return lines
+''',
+        "textkit/case.py": '''
+"""Identifier case conversion."""
+
+
+def snake_to_camel(name):
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+''',
+        "tests/test_slug.py": '''
+from textkit.slug import slugify
+
+
+def test_simple_words():
+    assert slugify("Hello World") == "hello-world"
+
+
+def test_accents_are_dropped():
+    assert slugify("Crème brûlée") == "creme-brulee"
+
+
+def test_custom_separator():
+    assert slugify("a b c", separator="_") == "a_b_c"
+''',
+        "tests/test_wrap.py": '''
+import pytest
+
+from textkit.wrap import wrap
+
+
+def test_wraps_at_width():
+    assert wrap("the quick brown fox", width=10) == ["the quick", "brown fox"]
+
+
+def test_long_word_kept_whole():
+    assert wrap("supercalifragilistic is long", width=5) == ["supercalifragilistic", "is", "long"]
+
+
+def test_rejects_zero_width():
+    with pytest.raises(ValueError):
+        wrap("x", width=0)
+''',
+        "tests/test_case.py": '''
+from textkit.case import snake_to_camel
+
+
+def test_snake_to_camel():
+    assert snake_to_camel("max_line_length") == "maxLineLength"
+''',
+    },
+    "fix": {
+        "textkit/slug.py": '''
+"""URL slugs from free text."""
+
+import unicodedata
+
+
+def _ascii(text):
+    normalized = unicodedata.normalize("NFKD", text)
+    return normalized.encode("ascii", "ignore").decode("ascii")
+
+
+def slugify(text, separator="-"):
+    """Lower-case ASCII slug of `text`, words joined by `separator`."""
+    words = []
+    current = []
+    for char in _ascii(text).lower():
+        if char.isalnum():
+            current.append(char)
+        elif current:
+            words.append("".join(current))
+            current = []
+    if current:
+        words.append("".join(current))
+    return separator.join(words)
+''',
+    },
+    "tests": {
+        "tests/test_slug.py": '''
+from textkit.slug import slugify
+
+
+def test_simple_words():
+    assert slugify("Hello World") == "hello-world"
+
+
+def test_accents_are_dropped():
+    assert slugify("Crème brûlée") == "creme-brulee"
+
+
+def test_custom_separator():
+    assert slugify("a b c", separator="_") == "a_b_c"
+
+
+def test_repeated_separators_collapse():
+    assert slugify("Hello,  World") == "hello-world"
+
+
+def test_no_separator_at_the_ends():
+    assert slugify("  Hello World!") == "hello-world"
+''',
+    },
+    "FAIL_TO_PASS": [
+        "tests/test_slug.py::test_repeated_separators_collapse",
+        "tests/test_slug.py::test_no_separator_at_the_ends",
+    ],
+    "PASS_TO_PASS": [
+        "tests/test_slug.py::test_simple_words",
+        "tests/test_slug.py::test_accents_are_dropped",
+        "tests/test_slug.py::test_custom_separator",
+    ],
+})
+
+# ---------------------------------------------------------------------------------------------
+SAMPLES.append({
+    "dir": "intervals-touching",
+    "repo": "acme/intervals",
+    "instance_id": "acme__intervals-42",
+    "created_at": "2024-03-11T15:40:00Z",
+    "version": "1.2",
+    "problem_statement": """merge() keeps touching intervals apart
+
+Closed intervals that share an end point should merge, but they are returned separately:
+
+```python
+>>> from intervals import Interval, merge
+>>> merge([Interval(1, 3), Interval(3, 5)])
+[Interval(1, 3), Interval(3, 5)]
+```
+
+Expected `[Interval(1, 5)]`. Overlapping intervals (`(1, 4)` and `(3, 5)`) merge correctly.
+This also makes `total_length` count shared end points twice in our reports.
+""",
+    "hints_text": "",
+    "base": {
+        "pyproject.toml": PYPROJECT.format(name="intervals"),
+        "README.md": "# intervals\n\nClosed numeric intervals: overlap tests, merging, coverage.\n",
+        "intervals/__init__.py": '"""Closed numeric intervals."""\n\nfrom .core import Interval\nfrom .merge import merge, total_length\n\n__all__ = ["Interval", "merge", "total_length"]\n',
+        "intervals/core.py": '''
+"""The Interval type."""
+
+
+class Interval:
+    """The closed interval [start, end]."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, start, end):
+        if end < start:
+            raise ValueError(f"end {end} is before start {start}")
+        self.start = start
+        self.end = end
+
+    def __eq__(self, other):
+        return isinstance(other, Interval) and (self.start, self.end) == (other.start, other.end)
+
+    def __hash__(self):
+        return hash((self.start, self.end))
+
+    def __repr__(self):
+        return f"Interval({self.start}, {self.end})"
+
+    @property
+    def length(self):
+        return self.end - self.start
+
+    def overlaps(self, other):
+        return self.start <= other.end and other.start <= self.end
+''',
+        "intervals/merge.py": '''
+"""Merging sets of intervals."""
+
+from .core import Interval
+
+
+def merge(intervals):
+    """The smallest list of disjoint intervals covering the same points, sorted."""
+    ordered = sorted(intervals, key=lambda i: (i.start, i.end))
+    merged = []
+    for interval in ordered:
+        if merged and interval.start < merged[-1].end:
+            last = merged[-1]
+            merged[-1] = Interval(last.start, max(last.end, interval.end))
+        else:
+            merged.append(interval)
+    return merged
+
+
+def total_length(intervals):
+    """Length of the union of `intervals`."""
+    return sum(i.length for i in merge(intervals))
+''',
+        "tests/test_core.py": '''
+import pytest
+
+from intervals import Interval
+
+
+def test_rejects_reversed():
+    with pytest.raises(ValueError):
+        Interval(5, 1)
+
+
+def test_overlaps_includes_end_points():
+    assert Interval(1, 3).overlaps(Interval(3, 4))
+    assert not Interval(1, 2).overlaps(Interval(3, 4))
+
+
+def test_length():
+    assert Interval(2, 7).length == 5
+''',
+        "tests/test_merge.py": '''
+from intervals import Interval, merge, total_length
+
+
+def test_overlapping_merge():
+    assert merge([Interval(3, 5), Interval(1, 4)]) == [Interval(1, 5)]
+
+
+def test_disjoint_stay_apart():
+    assert merge([Interval(5, 6), Interval(1, 2)]) == [Interval(1, 2), Interval(5, 6)]
+
+
+def test_total_length_of_overlaps():
+    assert total_length([Interval(0, 2), Interval(1, 4)]) == 4
+''',
+    },
+    "fix": {
+        "intervals/merge.py": '''
+"""Merging sets of intervals."""
+
+from .core import Interval
+
+
+def merge(intervals):
+    """The smallest list of disjoint intervals covering the same points, sorted."""
+    ordered = sorted(intervals, key=lambda i: (i.start, i.end))
+    merged = []
+    for interval in ordered:
+        # Closed intervals that share an end point overlap.
+        if merged and interval.start <= merged[-1].end:
+            last = merged[-1]
+            merged[-1] = Interval(last.start, max(last.end, interval.end))
+        else:
+            merged.append(interval)
+    return merged
+
+
+def total_length(intervals):
+    """Length of the union of `intervals`."""
+    return sum(i.length for i in merge(intervals))
+''',
+    },
+    "tests": {
+        "tests/test_merge.py": '''
+from intervals import Interval, merge, total_length
+
+
+def test_overlapping_merge():
+    assert merge([Interval(3, 5), Interval(1, 4)]) == [Interval(1, 5)]
+
+
+def test_disjoint_stay_apart():
+    assert merge([Interval(5, 6), Interval(1, 2)]) == [Interval(1, 2), Interval(5, 6)]
+
+
+def test_total_length_of_overlaps():
+    assert total_length([Interval(0, 2), Interval(1, 4)]) == 4
+
+
+def test_touching_intervals_merge():
+    assert merge([Interval(3, 5), Interval(1, 3)]) == [Interval(1, 5)]
+''',
+    },
+    "FAIL_TO_PASS": ["tests/test_merge.py::test_touching_intervals_merge"],
+    "PASS_TO_PASS": [
+        "tests/test_merge.py::test_overlapping_merge",
+        "tests/test_merge.py::test_disjoint_stay_apart",
+        "tests/test_merge.py::test_total_length_of_overlaps",
+    ],
+})
+
+# ---------------------------------------------------------------------------------------------
+SAMPLES.append({
+    "dir": "invoicer-rounding",
+    "repo": "acme/invoicer",
+    "instance_id": "acme__invoicer-7",
+    "created_at": "2024-04-02T08:05:00Z",
+    "version": "2.0",
+    "problem_statement": """Invoice amounts are a cent short when the exact value ends in half a cent
+
+Our accountant noticed totals one cent lower than her spreadsheet. `to_cents` rounds with
+binary floats, so values that end in exactly half a cent sometimes round down:
+
+```python
+>>> from invoicer.money import to_cents
+>>> to_cents(2.675)
+267
+>>> to_cents(0.125)
+12
+```
+
+Commercial rounding (half up) gives 268 and 13. Line totals go through the same function, so
+`Invoice.total_cents()` is affected too.
+""",
+    "hints_text": "Go through decimal.Decimal(str(amount)) and quantize with ROUND_HALF_UP.",
+    "base": {
+        "pyproject.toml": PYPROJECT.format(name="invoicer"),
+        "README.md": "# invoicer\n\nInvoices with line items, discounts and tax, in integer cents.\n",
+        "invoicer/__init__.py": '"""Invoices in integer cents."""\n',
+        "invoicer/money.py": '''
+"""Conversions between amounts and integer cents."""
+
+
+def to_cents(amount):
+    """`amount` in currency units (float or str) as integer cents, rounded half up."""
+    return int(round(float(amount) * 100))
+
+
+def format_cents(cents):
+    sign = "-" if cents < 0 else ""
+    cents = abs(cents)
+    return f"{sign}{cents // 100}.{cents % 100:02d}"
+''',
+        "invoicer/invoice.py": '''
+"""Invoices made of line items."""
+
+from dataclasses import dataclass, field
+
+from .money import format_cents, to_cents
+
+
+@dataclass
+class Line:
+    description: str
+    unit_price: float
+    quantity: int = 1
+
+    def cents(self):
+        return to_cents(self.unit_price * self.quantity)
+
+
+@dataclass
+class Invoice:
+    lines: list = field(default_factory=list)
+    discount_percent: float = 0.0
+
+    def add(self, description, unit_price, quantity=1):
+        self.lines.append(Line(description, unit_price, quantity))
+        return self
+
+    def subtotal_cents(self):
+        return sum(line.cents() for line in self.lines)
+
+    def total_cents(self):
+        subtotal = self.subtotal_cents()
+        discount = to_cents(subtotal * self.discount_percent / 100 / 100)
+        return subtotal - discount
+
+    def render(self):
+        rows = [f"{line.description}: {format_cents(line.cents())}" for line in self.lines]
+        rows.append(f"TOTAL: {format_cents(self.total_cents())}")
+        return "\\n".join(rows)
+''',
+        "tests/test_money.py": '''
+from invoicer.money import format_cents, to_cents
+
+
+def test_whole_amounts():
+    assert to_cents(12) == 1200
+    assert to_cents("3.10") == 310
+
+
+def test_format_cents():
+    assert format_cents(1234) == "12.34"
+    assert format_cents(-5) == "-0.05"
+''',
+        "tests/test_invoice.py": '''
+from invoicer.invoice import Invoice
+
+
+def test_subtotal():
+    invoice = Invoice().add("pen", 1.5, 4).add("pad", 2.25)
+    assert invoice.subtotal_cents() == 825
+
+
+def test_discount():
+    invoice = Invoice(discount_percent=10).add("chair", 40)
+    assert invoice.total_cents() == 3600
+
+
+def test_render():
+    invoice = Invoice().add("pen", 1.5, 2)
+    assert invoice.render() == "pen: 3.00\\nTOTAL: 3.00"
+''',
+    },
+    "fix": {
+        "invoicer/money.py": '''
+"""Conversions between amounts and integer cents."""
+
+from decimal import ROUND_HALF_UP, Decimal
+
+
+def to_cents(amount):
+    """`amount` in currency units (float or str) as integer cents, rounded half up."""
+    # str() first: Decimal(2.675) is 2.67499999..., the float's binary value.
+    exact = Decimal(str(amount)) * 100
+    return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def format_cents(cents):
+    sign = "-" if cents < 0 else ""
+    cents = abs(cents)
+    return f"{sign}{cents // 100}.{cents % 100:02d}"
+''',
+    },
+    "tests": {
+        "tests/test_money.py": '''
+from invoicer.money import format_cents, to_cents
+
+
+def test_whole_amounts():
+    assert to_cents(12) == 1200
+    assert to_cents("3.10") == 310
+
+
+def test_format_cents():
+    assert format_cents(1234) == "12.34"
+    assert format_cents(-5) == "-0.05"
+
+
+def test_half_cent_rounds_up():
+    assert to_cents(2.675) == 268
+    assert to_cents(0.125) == 13
+''',
+        "tests/test_invoice.py": '''
+from invoicer.invoice import Invoice
+
+
+def test_subtotal():
+    invoice = Invoice().add("pen", 1.5, 4).add("pad", 2.25)
+    assert invoice.subtotal_cents() == 825
+
+
+def test_discount():
+    invoice = Invoice(discount_percent=10).add("chair", 40)
+    assert invoice.total_cents() == 3600
+
+
+def test_render():
+    invoice = Invoice().add("pen", 1.5, 2)
+    assert invoice.render() == "pen: 3.00\\nTOTAL: 3.00"
+
+
+def test_line_with_half_cent_total():
+    invoice = Invoice().add("washer", 0.145, 5)
+    assert invoice.total_cents() == 73
+''',
+    },
+    "FAIL_TO_PASS": [
+        "tests/test_money.py::test_half_cent_rounds_up",
+        "tests/test_invoice.py::test_line_with_half_cent_total",
+    ],
+    "PASS_TO_PASS": [
+        "tests/test_money.py::test_whole_amounts",
+        "tests/test_money.py::test_format_cents",
+        "tests/test_invoice.py::test_subtotal",
+        "tests/test_invoice.py::test_discount",
+        "tests/test_invoice.py::test_render",
+    ],
+})
+
+
+def diff(repo, base, paths):
+    return git(repo, "diff", "--no-color", "--full-index", base, "--", *paths)
+
+
+def build(sample, out_root):
+    work = tempfile.mkdtemp(prefix="repairbench-sample-")
+    try:
+        git(work, "init", "-q", "-b", "main")
+        write(work, sample["base"])
+        git(work, "add", "-A")
+        git(work, "commit", "-q", "-m", "Initial import")
+        base = git(work, "rev-parse", "HEAD").strip()
+        write(work, sample["fix"])
+        patch = diff(work, base, list(sample["fix"]))
+        git(work, "checkout", "-q", "--", ".")
+        write(work, sample["tests"])
+        test_patch = diff(work, base, list(sample["tests"]))
+        git(work, "checkout", "-q", "--", ".")
+        dest = os.path.join(out_root, sample["dir"])
+        os.makedirs(dest, exist_ok=True)
+        git(work, "bundle", "create", "-q", os.path.join(os.path.abspath(dest), "repo.bundle"), "HEAD", "main")
+        task = {
+            "repo": sample["repo"],
+            "instance_id": sample["instance_id"],
+            "base_commit": base,
+            "patch": patch,
+            "test_patch": test_patch,
+            "problem_statement": sample["problem_statement"],
+            "hints_text": sample["hints_text"],
+            "created_at": sample["created_at"],
+            "version": sample["version"],
+            "environment_setup_commit": base,
+            "FAIL_TO_PASS": json.dumps(sample["FAIL_TO_PASS"]),
+            "PASS_TO_PASS": json.dumps(sample["PASS_TO_PASS"]),
+        }
+        with open(os.path.join(dest, "task.json"), "w") as f:
+            json.dump(task, f, indent=2)
+            f.write("\n")
+        print(f"{sample['dir']}: {sample['instance_id']} at {base[:12]}")
+    finally:
+        shutil.rmtree(work)
+
+
+def main():
+    out_root = sys.argv[1] if len(sys.argv) > 1 else "issues"
+    for sample in SAMPLES:
+        build(sample, out_root)
+
+
+if __name__ == "__main__":
+    main()

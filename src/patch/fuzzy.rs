@@ -1,0 +1,175 @@
+//! Our own last-resort applier: each hunk is placed where its old lines are found, searching
+//! outward from the line its header names, first exactly, then ignoring whitespace. Context
+//! lines keep the file's own text; only removed and added lines change. All files are
+//! computed in memory first, so a patch either applies whole or changes nothing.
+
+use std::path::Path;
+
+use super::diff::{FilePatch, HunkLine};
+
+/// Where each hunk landed, for the apply log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub path: String,
+    pub hunk: usize,
+    /// Lines away from where the header said (positive: later in the file).
+    pub offset: i64,
+    pub whitespace_tolerant: bool,
+}
+
+fn squash(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn find(file: &[String], old: &[&str], expected: usize, from: usize, loose: bool) -> Option<usize> {
+    if old.is_empty() {
+        return Some(expected.clamp(from, file.len()));
+    }
+    if file.len() < old.len() {
+        return None;
+    }
+    let last = file.len() - old.len();
+    let matches = |at: usize| {
+        old.iter().enumerate().all(|(k, want)| {
+            let have = &file[at + k];
+            if loose {
+                squash(have) == squash(want)
+            } else {
+                have == want
+            }
+        })
+    };
+    let expected = expected.clamp(from, last.max(from));
+    for distance in 0..=file.len() {
+        let later = expected + distance;
+        if later >= from && later <= last && matches(later) {
+            return Some(later);
+        }
+        if let Some(earlier) = expected.checked_sub(distance) {
+            if distance > 0 && earlier >= from && earlier <= last && matches(earlier) {
+                return Some(earlier);
+            }
+        }
+        if later > last && expected.saturating_sub(distance) <= from {
+            break;
+        }
+    }
+    None
+}
+
+/// The new contents of one file, or why it cannot be made.
+fn apply_file(
+    original: Option<&str>,
+    patch: &FilePatch,
+    placements: &mut Vec<Placement>,
+) -> Result<Option<String>, String> {
+    let path = patch.path().to_owned();
+    if patch.binary {
+        return Err(format!("{path}: binary patches need libgit2"));
+    }
+    if patch.new_path.is_none() {
+        return match original {
+            Some(_) => Ok(None),
+            None => Err(format!("{path}: file to delete does not exist")),
+        };
+    }
+    let (mut lines, mut trailing_newline) = match original {
+        Some(text) => {
+            let trailing = text.ends_with('\n') || text.is_empty();
+            let body = text.strip_suffix('\n').unwrap_or(text);
+            let lines: Vec<String> =
+                if text.is_empty() { Vec::new() } else { body.split('\n').map(str::to_owned).collect() };
+            (lines, trailing)
+        }
+        None if patch.old_path.is_none() => (Vec::new(), true),
+        None => return Err(format!("{path}: file does not exist")),
+    };
+    let mut shift: i64 = 0;
+    let mut from = 0usize;
+    for (index, hunk) in patch.hunks.iter().enumerate() {
+        let old = hunk.old_lines();
+        let stated = hunk.old_start.saturating_sub(1) as i64 + shift;
+        let expected = stated.max(0) as usize;
+        let (at, loose) = match find(&lines, &old, expected, from, false) {
+            Some(at) => (at, false),
+            None => match find(&lines, &old, expected, from, true) {
+                Some(at) => (at, true),
+                None => {
+                    return Err(format!("{path}: hunk {} (line {}) not found", index + 1, hunk.old_start))
+                }
+            },
+        };
+        placements.push(Placement {
+            path: path.clone(),
+            hunk: index + 1,
+            offset: at as i64 - stated,
+            whitespace_tolerant: loose,
+        });
+        let mut replacement = Vec::new();
+        let mut cursor = at;
+        for line in &hunk.lines {
+            match line {
+                HunkLine::Context(_) => {
+                    replacement.push(lines[cursor].clone());
+                    cursor += 1;
+                }
+                HunkLine::Remove(_) => cursor += 1,
+                HunkLine::Add(text) => replacement.push(text.clone()),
+            }
+        }
+        let removed = cursor - at;
+        let added = replacement.len();
+        let touches_end = cursor == lines.len();
+        lines.splice(at..cursor, replacement);
+        if touches_end && hunk.new_no_newline {
+            trailing_newline = false;
+        } else if touches_end && hunk.old_no_newline {
+            trailing_newline = true;
+        }
+        shift += added as i64 - removed as i64;
+        from = at + added;
+    }
+    let mut text = lines.join("\n");
+    if trailing_newline && !lines.is_empty() {
+        text.push('\n');
+    }
+    Ok(Some(text))
+}
+
+/// Applies `files` under `root`; on any failure nothing is written.
+pub fn apply(root: &Path, files: &[FilePatch]) -> Result<Vec<Placement>, String> {
+    let mut placements = Vec::new();
+    let mut results = Vec::new();
+    for patch in files {
+        let source_path = patch.old_path.as_deref().unwrap_or(patch.path());
+        let original = match std::fs::read(root.join(source_path)) {
+            Ok(bytes) => {
+                Some(String::from_utf8(bytes).map_err(|_| format!("{source_path}: not UTF-8 text"))?)
+            }
+            Err(_) => None,
+        };
+        if patch.old_path.is_none() && original.is_some() {
+            return Err(format!("{}: file to create already exists", patch.path()));
+        }
+        let updated = apply_file(original.as_deref(), patch, &mut placements)?;
+        results.push((patch, updated));
+    }
+    for (patch, updated) in results {
+        if let (Some(old), Some(new)) = (&patch.old_path, &patch.new_path) {
+            if old != new {
+                let _ = std::fs::remove_file(root.join(old));
+            }
+        }
+        let target = root.join(patch.path());
+        match updated {
+            Some(text) => {
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", patch.path()))?;
+                }
+                std::fs::write(&target, text).map_err(|e| format!("{}: {e}", patch.path()))?;
+            }
+            None => std::fs::remove_file(&target).map_err(|e| format!("{}: {e}", patch.path()))?,
+        }
+    }
+    Ok(placements)
+}

@@ -1,0 +1,350 @@
+//! Grading on the real Docker engine with the bundled sample repositories: gold resolves every
+//! sample and the empty patch none; hostile, partial, hanging and broken predictions get the
+//! verdicts they deserve; bad input is skipped with a reason while the rest is graded; a run
+//! killed midway resumes without losing or redoing finished instances.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use repairbench::grade::{pytest_log, Resolution, Verdict};
+use repairbench::patch::{extract::file_diff, ApplyMethod};
+use repairbench::report::ConsoleProgress;
+use repairbench::run::swe::{self, GradePlan, GradeReport, GradeSettings, InstanceResult};
+use repairbench::sandbox::{images, DockerSandbox};
+use repairbench::tasks::{self, repos, PredictionSource, RepoLocator, SweTask};
+
+fn issues() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("issues")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+}
+
+async fn docker() -> (Arc<DockerSandbox>, String) {
+    let sandbox = DockerSandbox::connect().await.expect("the Docker engine must be running for these tests");
+    let image = images::ensure_default_image(sandbox.docker()).await.expect("default Python image");
+    (Arc::new(sandbox), image)
+}
+
+fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, cache: &Path, image: &str) -> GradePlan {
+    let mut settings = GradeSettings::new(image);
+    settings.timeout = Duration::from_secs(60);
+    settings.workers = 2;
+    GradePlan {
+        dataset: dataset.to_owned(),
+        predictions,
+        repos: None,
+        url_template: Some(format!("{}/no-remote/{{repo}}", cache.display())),
+        cache_dir: cache.to_owned(),
+        out: out.to_owned(),
+        settings,
+        extra_manifest: BTreeMap::new(),
+    }
+}
+
+async fn grade(sandbox: &Arc<DockerSandbox>, plan: &GradePlan) -> GradeReport {
+    swe::grade(sandbox.clone(), plan, &mut ConsoleProgress::hidden()).await.unwrap()
+}
+
+fn by_id(report: &GradeReport) -> BTreeMap<String, InstanceResult> {
+    report.instances.iter().map(|r| (r.instance_id.clone(), r.clone())).collect()
+}
+
+#[test]
+fn gold_resolves_every_sample_and_empty_none() {
+    runtime().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let gold = grade(
+            &sandbox,
+            &plan(&issues(), PredictionSource::Gold, &dir.path().join("gold"), dir.path(), &image),
+        )
+        .await;
+        assert!(gold.summary.total >= 3);
+        assert_eq!(gold.summary.resolved, gold.summary.total, "{:#?}", gold.instances);
+        for result in &gold.instances {
+            assert_eq!(result.resolution, Resolution::Full);
+            assert_eq!(result.apply_method, Some(ApplyMethod::Git2));
+            assert!(
+                result.tests_status.fail_to_pass.failure.is_empty()
+                    && !result.tests_status.fail_to_pass.success.is_empty()
+            );
+            assert!(result.flaky_tests.is_empty());
+        }
+        let out = dir.path().join("gold");
+        for file in ["report.json", "results.jsonl", "manifest.json"] {
+            assert!(out.join(file).is_file(), "{file}");
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(manifest["settings"]["image"], image.as_str());
+        assert_eq!(manifest["settings"]["timeout_s"], 60.0);
+        let log = out.join(&gold.instances[0].log_dir);
+        for file in ["model.patch", "test_output.txt", "junit.xml", "apply.log", "result.json"] {
+            assert!(log.join(file).is_file(), "{file} in {}", log.display());
+        }
+
+        let empty = grade(
+            &sandbox,
+            &plan(&issues(), PredictionSource::Empty, &dir.path().join("empty"), dir.path(), &image),
+        )
+        .await;
+        assert_eq!(empty.summary.resolved, 0);
+        assert_eq!(empty.summary.verdicts["empty_patch"], empty.summary.total);
+    });
+}
+
+const GOLD_SLUG_BODY: &str = "    words = []
+    current = []
+    for char in _ascii(text).lower():
+        if char.isalnum():
+            current.append(char)
+        elif current:
+            words.append(\"\".join(current))
+            current = []
+    if current:
+        words.append(\"\".join(current))
+    return separator.join(words)
+";
+
+const BASE_SLUG_BODY: &str = "    out = []
+    for char in _ascii(text).lower():
+        if char.isalnum():
+            out.append(char)
+        else:
+            out.append(separator)
+    return \"\".join(out)
+";
+
+fn base_file(task: &SweTask, cache: &Path, path: &str) -> String {
+    let locator = RepoLocator::new(None, None, cache.to_owned());
+    let repo = git2::Repository::open(locator.locate(task).unwrap()).unwrap();
+    String::from_utf8(repos::read_at_commit(&repo, &task.base_commit, path).unwrap()).unwrap()
+}
+
+#[test]
+fn verdicts_for_hanging_breaking_test_editing_partial_flaky_and_bad_input() {
+    runtime().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let sample = tasks::load_tasks(&issues().join("textkit-slugify")).unwrap().tasks.remove(0);
+        let slug = base_file(&sample, &cache, "textkit/slug.py");
+        let tests_file = base_file(&sample, &cache, "tests/test_slug.py");
+        assert!(slug.contains(BASE_SLUG_BODY));
+        let fixed = slug.replace(BASE_SLUG_BODY, GOLD_SLUG_BODY);
+        let slug_diff = |new: &str| file_diff("textkit/slug.py", &slug, new);
+
+        let mut predictions: Vec<(&str, String)> = Vec::new();
+        // Never returns: the deadline ends it.
+        predictions.push(("hang", slug_diff(&slug.replace("    out = []\n", "    while True:\n        pass\n    out = []\n"))));
+        // Fixes the bug but breaks accents (a PASS_TO_PASS test).
+        predictions.push(("breaks-p2p", slug_diff(&fixed.replace("\"ignore\"", "\"replace\""))));
+        // Collapses repeats but leaves edge dashes: one of two FAIL_TO_PASS tests.
+        let partial = slug.replace(
+            "        else:\n            out.append(separator)\n",
+            "        elif not out or out[-1] != separator:\n            out.append(separator)\n",
+        );
+        predictions.push(("partial", slug_diff(&partial)));
+        // No fix; rewrites the tests and adds a conftest that reports every test as passed.
+        let conftest = "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    outcome = yield\n    outcome.get_result().outcome = \"passed\"\n";
+        let edits_tests = format!(
+            "{}{}",
+            file_diff("tests/test_slug.py", &tests_file, &tests_file.replace("== \"hello-world\"", "is not None")),
+            file_diff("tests/conftest.py", "", conftest).replace("--- a/tests/conftest.py", "--- /dev/null")
+        );
+        predictions.push(("edits-tests", edits_tests));
+        // No fix; claims the failing tests passed, in the log, after pytest's summary.
+        let fake = format!(
+            "{slug}\nimport atexit as _atexit\nimport sys as _sys\n_atexit.register(lambda: _sys.stdout.write(\"PASSED tests/test_slug.py::test_repeated_separators_collapse\\nPASSED tests/test_slug.py::test_no_separator_at_the_ends\\n\"))\n"
+        );
+        predictions.push(("fake-pass", slug_diff(&fake)));
+        // The gold fix, but the custom-separator test (PASS_TO_PASS) fails on its first run only.
+        let flaky = fixed.replace(
+            "    words = []\n",
+            "    import os\n    mark = os.path.join(os.path.dirname(__file__), \".ran-once\")\n    if separator != \"-\" and not os.path.exists(mark):\n        open(mark, \"w\").close()\n        return \"\"\n    words = []\n",
+        );
+        predictions.push(("flaky", slug_diff(&flaky)));
+        // A syntax error: nothing can be collected, but the tests run fine without the patch.
+        predictions.push(("broken-import", slug_diff(&fixed.replace("def slugify(text, separator=\"-\"):", "def slugify(text, separator=\"-\")"))));
+        // The gold patch with wrong line numbers and no header.
+        let shifted = sample.patch.replace("@@ -10,10 +10,14 @@", "@@ -2,10 +2,14 @@");
+        let shifted = shifted.lines().filter(|l| !l.starts_with("diff --git") && !l.starts_with("index ")).collect::<Vec<_>>().join("\n") + "\n";
+        predictions.push(("offset", shifted));
+        predictions.push(("no-apply", "--- a/textkit/slug.py\n+++ b/textkit/slug.py\n@@ -1,1 +1,1 @@\n-import regex\n+import re\n".into()));
+        predictions.push(("no-runner", sample.patch.clone()));
+        predictions.push(("missing-repo", sample.patch.clone()));
+        predictions.push(("missing-commit", sample.patch.clone()));
+
+        // Dataset: copies of the sample under new ids, plus bad records.
+        let mut lines = Vec::new();
+        for (suffix, _) in &predictions {
+            let mut task = sample.clone();
+            task.instance_id = format!("acme__textkit-{suffix}");
+            match *suffix {
+                "no-runner" => task.test_cmd = Some("no-such-test-runner --all".into()),
+                "missing-repo" => task.repo = "acme/missing".into(),
+                "missing-commit" => task.base_commit = "0123456789abcdef0123456789abcdef01234567".into(),
+                _ => {}
+            }
+            lines.push(serde_json::to_string(&task).unwrap());
+        }
+        lines.insert(3, "{\"repo\": \"acme/textkit\", \"instance_id\": ".into());
+        let dataset = dir.path().join("dataset.jsonl");
+        std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
+        let mut pred_lines: Vec<String> = predictions
+            .iter()
+            .map(|(suffix, patch)| {
+                serde_json::json!({"instance_id": format!("acme__textkit-{suffix}"), "model_name_or_path": "test", "model_patch": patch}).to_string()
+            })
+            .collect();
+        pred_lines.push(serde_json::json!({"instance_id": "ghost__nothing-1", "model_patch": "x"}).to_string());
+        pred_lines.push("[1, 2".into());
+        let preds = dir.path().join("preds.jsonl");
+        std::fs::write(&preds, pred_lines.join("\n") + "\n").unwrap();
+        let repos_dir = dir.path().join("repos");
+        std::fs::create_dir_all(repos_dir.join("acme")).unwrap();
+        std::fs::copy(sample.bundle.as_ref().unwrap(), repos_dir.join("acme/textkit.bundle")).unwrap();
+
+        let out = dir.path().join("out");
+        let mut plan = plan(&dataset, PredictionSource::File(preds.clone()), &out, &cache, &image);
+        plan.repos = Some(repos_dir);
+        plan.settings.timeout = Duration::from_secs(20);
+        let report = grade(&sandbox, &plan).await;
+        let results = by_id(&report);
+        let get = |suffix: &str| results.get(&format!("acme__textkit-{suffix}")).unwrap_or_else(|| panic!("{suffix} graded"));
+        let summary: Vec<String> = report.instances.iter().map(|r| format!("{} {:?} {:?}", r.instance_id, r.verdict, r.detail)).collect();
+
+        assert_eq!(get("hang").verdict, Verdict::Timeout, "{summary:#?}");
+
+        let breaks = get("breaks-p2p");
+        assert_eq!((breaks.verdict, breaks.resolution), (Verdict::Unresolved, Resolution::No), "{summary:#?}");
+        assert_eq!(breaks.tests_status.pass_to_pass.failure, vec!["tests/test_slug.py::test_accents_are_dropped".to_string()]);
+        assert!(breaks.tests_status.fail_to_pass.failure.is_empty());
+        assert!(breaks.flaky_tests.is_empty(), "a real failure stays a failure after reruns");
+
+        let partial = get("partial");
+        assert_eq!((partial.verdict, partial.resolution), (Verdict::Unresolved, Resolution::Partial), "{summary:#?}");
+        assert_eq!(partial.tests_status.fail_to_pass.success, vec!["tests/test_slug.py::test_repeated_separators_collapse".to_string()]);
+        assert_eq!(partial.tests_status.fail_to_pass.failure, vec!["tests/test_slug.py::test_no_separator_at_the_ends".to_string()]);
+
+        let edits = get("edits-tests");
+        assert_eq!(edits.verdict, Verdict::Unresolved, "{summary:#?}");
+        assert_eq!(edits.reverted_test_files, vec!["tests/test_slug.py".to_string(), "tests/conftest.py".to_string()]);
+        assert_eq!(edits.tests_status.fail_to_pass.failure.len(), 2);
+
+        let fake = get("fake-pass");
+        assert_eq!(fake.verdict, Verdict::Unresolved, "{summary:#?}");
+        let log = std::fs::read_to_string(out.join(&fake.log_dir).join("test_output.txt")).unwrap();
+        assert!(log.contains("PASSED tests/test_slug.py::test_no_separator_at_the_ends"), "the forgery is in the log");
+        // SWE-bench's whole-log reading would have believed it; our summary reading does not.
+        let whole = pytest_log::parse_whole_log(&log);
+        let summary_only = pytest_log::parse_summary(&log).unwrap();
+        let id = "tests/test_slug.py::test_no_separator_at_the_ends";
+        assert_eq!(whole[id], repairbench::grade::TestStatus::Passed);
+        assert_eq!(summary_only[id], repairbench::grade::TestStatus::Failed);
+
+        let flaky = get("flaky");
+        assert_eq!(flaky.verdict, Verdict::Resolved, "{summary:#?}");
+        assert_eq!(flaky.flaky_tests, vec!["tests/test_slug.py::test_custom_separator".to_string()]);
+        assert!(out.join(&flaky.log_dir).join("reruns.txt").is_file());
+
+        let broken = get("broken-import");
+        assert_eq!(broken.verdict, Verdict::Unresolved, "the patch's fault, not the environment's: {summary:#?}");
+        assert!(broken.detail.as_deref().is_some_and(|d| d.contains("tests run without it")));
+
+        let offset = get("offset");
+        assert_eq!((offset.verdict, offset.apply_method), (Verdict::Resolved, Some(ApplyMethod::Fuzzy)), "{summary:#?}");
+
+        let no_apply = get("no-apply");
+        assert_eq!((no_apply.verdict, no_apply.patch_applied), (Verdict::PatchApplyFailed, false));
+
+        assert_eq!(get("no-runner").verdict, Verdict::EnvError, "{summary:#?}");
+
+        let missing_repo = get("missing-repo");
+        assert_eq!(missing_repo.verdict, Verdict::Error);
+        assert!(missing_repo.detail.as_deref().unwrap().contains("repository acme/missing: not found"), "{:?}", missing_repo.detail);
+        let missing_commit = get("missing-commit");
+        assert_eq!(missing_commit.verdict, Verdict::Error);
+        assert!(missing_commit.detail.as_deref().unwrap().contains("commit 0123456789abcdef0123456789abcdef01234567 not found"));
+
+        // Everything left out is listed with where and why.
+        let skipped: Vec<String> = report.skipped.iter().map(|s| format!("{} | {}", s.location, s.reason)).collect();
+        let dataset_shown = dataset.display().to_string();
+        let preds_shown = preds.display().to_string();
+        assert!(skipped.iter().any(|s| s.starts_with(&format!("{dataset_shown}:4 | expected one JSON object per line"))), "{skipped:#?}");
+        assert!(skipped.iter().any(|s| s.starts_with(&format!("{preds_shown}:{} | ", predictions.len() + 1)) && s.contains("not in the dataset")), "{skipped:#?}");
+        assert!(skipped.iter().any(|s| s.starts_with(&format!("{preds_shown}:{} | ", predictions.len() + 2))), "{skipped:#?}");
+        assert!(skipped.iter().any(|s| s.starts_with("acme__textkit-missing-repo | ")), "{skipped:#?}");
+        assert_eq!(report.summary.total, predictions.len());
+    });
+}
+
+fn count_lines_per_id(path: &Path) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
+            *counts.entry(value["instance_id"].as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn a_killed_run_resumes_without_losing_or_redoing_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let results = out.join("results.jsonl");
+    let command = |predictions: &str| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_repairbench"));
+        command
+            .args(["swe", "grade", "--dataset"])
+            .arg(issues())
+            .args(["--predictions", predictions, "--workers", "1", "--timeout", "60", "--out"])
+            .arg(&out)
+            .env(repairbench::env::CACHE_DIR, dir.path().join("cache"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    };
+    let mut child = command("gold").spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(240);
+    while count_lines_per_id(&results).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no result within 240 s");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let after_kill = count_lines_per_id(&results);
+    assert!(!after_kill.is_empty() && after_kill.len() < 3, "killed midway: {after_kill:?}");
+    assert!(!out.join("report.json").exists(), "the report is written at the end only");
+
+    let resumed = command("gold").output().unwrap();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let counts = count_lines_per_id(&results);
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!(counts.values().all(|&n| n == 1), "finished instances were not graded again: {counts:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["summary"]["resolved"], 3);
+    assert_eq!(report["instances"].as_array().unwrap().len(), 3);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert!(
+        manifest["settings"]["image_id"].as_str().is_some_and(|id| id.starts_with("sha256:")),
+        "{manifest}"
+    );
+
+    // Unchanged inputs: nothing reruns. Changed predictions: everything does.
+    assert!(command("gold").output().unwrap().status.success());
+    assert_eq!(count_lines_per_id(&results), counts);
+    assert!(command("empty").output().unwrap().status.success());
+    assert!(count_lines_per_id(&results).values().all(|&n| n == 2));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["summary"]["verdicts"]["empty_patch"], 3);
+}
