@@ -195,7 +195,7 @@ fn grade_plan(
 /// Exit status after Ctrl-C or SIGTERM (128 + SIGINT).
 const EXIT_INTERRUPTED: u8 = 130;
 
-fn grade(mut plan: GradePlan) -> anyhow::Result<GradeReport> {
+pub(super) fn grade(mut plan: GradePlan) -> anyhow::Result<GradeReport> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let sandbox = DockerSandbox::connect().await?;
@@ -250,18 +250,21 @@ fn infer_plan(
     Ok((model, plan))
 }
 
-fn load_model(source: Option<&str>) -> anyhow::Result<Box<dyn LanguageModel>> {
+pub(super) fn load_model(source: Option<&str>) -> anyhow::Result<Box<dyn LanguageModel>> {
     let source = source.unwrap_or(DEFAULT_MODEL);
     let engine = Engine::load(source).with_context(|| format!("loading model {source}"))?;
     Ok(Box::new(engine))
 }
 
-fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> anyhow::Result<swe_infer::InferSummary> {
+pub(super) fn infer(
+    model: &mut dyn LanguageModel,
+    plan: &InferPlan,
+) -> anyhow::Result<swe_infer::InferSummary> {
     let mut progress = ConsoleProgress::new();
     Ok(swe_infer::infer(model, plan, &mut progress)?)
 }
 
-fn print_summary(report: &GradeReport, out: &std::path::Path) {
+pub(super) fn print_summary(report: &GradeReport, out: &std::path::Path) {
     let s = &report.summary;
     println!("{} instances: {} resolved ({:.1}%)", s.total, s.resolved, 100.0 * s.resolved_rate);
     for (verdict, count) in &s.verdicts {
