@@ -16,6 +16,11 @@ pub const LOG: &str = "REPAIRBENCH_LOG";
 pub const HARNESS_DIR: &str = "REPAIRBENCH_HARNESS";
 /// Worker threads for the inference core (default: available cores).
 pub const THREADS: &str = "REPAIRBENCH_THREADS";
+/// Debian mirror URL the sandbox base image is bootstrapped from (default: the host's apt
+/// configuration, the source serving the base suite).
+pub const DEBIAN_MIRROR: &str = "REPAIRBENCH_DEBIAN_MIRROR";
+/// Sandbox jobs run at once (default: available cores).
+pub const SANDBOX_WORKERS: &str = "REPAIRBENCH_SANDBOX_WORKERS";
 
 /// The cache root: `$REPAIRBENCH_CACHE`, else `$XDG_CACHE_HOME/repairbench`, else
 /// `$HOME/.cache/repairbench`.
@@ -33,6 +38,15 @@ pub fn cache_dir() -> PathBuf {
 /// Threads the inference core uses.
 pub fn threads() -> usize {
     std::env::var(THREADS)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Sandbox jobs run at once.
+pub fn sandbox_workers() -> usize {
+    std::env::var(SANDBOX_WORKERS)
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)

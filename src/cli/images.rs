@@ -1,8 +1,103 @@
+use anyhow::Context;
 use clap::Subcommand;
+use repairbench::sandbox::images;
+use repairbench::sandbox::DockerSandbox;
 
 #[derive(Debug, Subcommand)]
-pub enum ImagesCommand {}
+pub enum ImagesCommand {
+    /// List repairbench's images (tag, layer, size, age).
+    List {
+        /// Print one JSON object per image.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build whatever is missing of the default image (base, then Python layer), or a layer
+    /// directory on top of a parent image. Unchanged layers are not rebuilt.
+    Build {
+        /// A layer directory with a Dockerfile (`FROM ${BASE}`) to build on top of --parent.
+        #[arg(long, requires = "name")]
+        dir: Option<std::path::PathBuf>,
+        /// Name of the layer built from --dir (the image is tagged repairbench/NAME:HASH).
+        #[arg(long)]
+        name: Option<String>,
+        /// Parent image for --dir (default: the default Python image).
+        #[arg(long)]
+        parent: Option<String>,
+    },
+    /// Remove repairbench images that are no longer current (or all of them with --all).
+    Prune {
+        #[arg(long)]
+        all: bool,
+    },
+}
 
 pub fn run(cmd: ImagesCommand) -> anyhow::Result<u8> {
-    match cmd {}
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(run_async(cmd))
+}
+
+async fn run_async(cmd: ImagesCommand) -> anyhow::Result<u8> {
+    let sandbox = DockerSandbox::connect().await?;
+    let docker = sandbox.docker();
+    match cmd {
+        ImagesCommand::List { json } => {
+            let rows = images::list_images(docker).await?;
+            if json {
+                for row in &rows {
+                    println!("{}", serde_json::to_string(row)?);
+                }
+                return Ok(super::EXIT_OK);
+            }
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            println!("{:<40} {:<10} {:>10} {:>8}  ID", "TAG", "LAYER", "SIZE", "AGE");
+            for row in rows {
+                let tag = row.tags.first().cloned().unwrap_or_else(|| "<untagged>".into());
+                println!(
+                    "{:<40} {:<10} {:>7.0} MB {:>7}  {}",
+                    tag,
+                    row.layer,
+                    row.size_bytes as f64 / 1e6,
+                    human_age(now - row.created),
+                    row.id.trim_start_matches("sha256:").chars().take(12).collect::<String>()
+                );
+            }
+        }
+        ImagesCommand::Build { dir, name, parent } => {
+            let tag = match (dir, name) {
+                (Some(dir), Some(name)) => {
+                    let parent = match parent {
+                        Some(p) => p,
+                        None => images::ensure_default_image(docker).await?,
+                    };
+                    images::build_layer_from_dir(docker, &name, &dir, &parent).await?
+                }
+                _ => images::ensure_default_image(docker).await?,
+            };
+            println!("{tag}");
+        }
+        ImagesCommand::Prune { all } => {
+            let report = images::prune_images(docker, all).await?;
+            for name in &report.removed {
+                println!("removed {name}");
+            }
+            for (name, why) in &report.kept {
+                println!("kept {name}: {why}");
+            }
+            if report.removed.is_empty() && report.kept.is_empty() {
+                println!("nothing to prune");
+            }
+        }
+    }
+    Ok(super::EXIT_OK)
+}
+
+fn human_age(seconds: i64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
 }

@@ -1,8 +1,208 @@
-use clap::Subcommand;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use repairbench::sandbox::output::{OutputChunk, StreamKind};
+use repairbench::sandbox::{archive, images, DockerSandbox, EnvSpec, Job, Limits, Verdict};
 
 #[derive(Debug, Subcommand)]
-pub enum SandboxCommand {}
+pub enum SandboxCommand {
+    /// Run one command in the hardened sandbox: no network, non-root, memory/CPU/pids limits,
+    /// read-only root filesystem with only /workspace and /tmp writable, a deadline.
+    ///
+    /// Streams the command's output, then prints a one-line verdict on stderr (`exit N`,
+    /// `timeout`, `oom`, `error: ...`). Exit status: `exit N` passes N through, `timeout` 124,
+    /// `oom` 137, `error` (or a failure of repairbench itself) 1, Ctrl-C 130.
+    Run(RunArgs),
+    /// Remove containers, networks and volumes left by crashed repairbench runs.
+    Reap,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Image to run in (default: the default Python image, built if missing).
+    #[arg(long)]
+    image: Option<String>,
+    /// Wall-clock deadline in seconds; the container is killed when it passes.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+    /// Memory limit, e.g. 512m, 2g (no swap on top).
+    #[arg(long, default_value = "2g", value_parser = parse_size)]
+    memory: u64,
+    /// CPUs (fractions allowed).
+    #[arg(long, default_value_t = 1.0)]
+    cpus: f64,
+    /// Maximum number of processes and threads.
+    #[arg(long, default_value_t = 256)]
+    pids: i64,
+    /// Bytes of stdout (and of stderr) kept; the rest is dropped and flagged.
+    #[arg(long, default_value = "1m", value_parser = parse_size)]
+    output_cap: u64,
+    /// Directory whose contents are copied into /workspace before the command runs.
+    #[arg(long)]
+    copy_in: Option<PathBuf>,
+    /// Print the result as one JSON object instead of streaming output.
+    #[arg(long)]
+    json: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    cmd: Vec<String>,
+}
+
+/// Parses a size like `512m`, `2g`, `1.5G`, `4096` (bytes); suffixes are powers of 1024.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let body = lower.trim_end_matches('b').trim_end_matches('i');
+    let (number, unit) = match body.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&body[..i], c),
+        _ => (body, ' '),
+    };
+    let scale: u64 = match unit {
+        ' ' => 1,
+        'k' => 1 << 10,
+        'm' => 1 << 20,
+        'g' => 1 << 30,
+        't' => 1 << 40,
+        other => return Err(format!("unknown size unit `{other}` in `{text}` (expected k, m, g or t)")),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (expected a number with an optional k/m/g/t suffix)"))?;
+    if !value.is_finite() || value <= 0.0 {
+        return Err(format!("size `{text}` must be positive"));
+    }
+    Ok((value * scale as f64) as u64)
+}
 
 pub fn run(cmd: SandboxCommand) -> anyhow::Result<u8> {
-    match cmd {}
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    match cmd {
+        SandboxCommand::Run(args) => runtime.block_on(run_one(args)),
+        SandboxCommand::Reap => runtime.block_on(async {
+            // Connecting reaps; say what it found.
+            let sandbox = DockerSandbox::connect().await?;
+            let reaped = sandbox.reaped_at_connect();
+            println!(
+                "removed {} containers, {} networks, {} volumes",
+                reaped.containers, reaped.networks, reaped.volumes
+            );
+            Ok(super::EXIT_OK)
+        }),
+    }
+}
+
+/// Exit status after Ctrl-C or SIGTERM (128 + SIGINT), as shells report it.
+const EXIT_INTERRUPTED: u8 = 130;
+
+async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds, got {}", args.timeout);
+    }
+    if !(args.cpus.is_finite() && args.cpus > 0.0) {
+        anyhow::bail!("--cpus must be positive, got {}", args.cpus);
+    }
+    let files_in = match &args.copy_in {
+        Some(dir) if !dir.is_dir() => anyhow::bail!("--copy-in {}: not a directory", dir.display()),
+        Some(dir) => Some(archive::tar_dir(dir)?),
+        None => None,
+    };
+    let sandbox = DockerSandbox::connect().await?;
+    let image = match args.image.clone() {
+        Some(image) => image,
+        None => images::ensure_default_image(sandbox.docker()).await?,
+    };
+    let mut spec = EnvSpec::new(image.clone());
+    spec.limits = Limits {
+        memory_bytes: args.memory,
+        cpus: args.cpus,
+        pids: args.pids,
+        output_cap_bytes: args.output_cap as usize,
+    };
+    let job = Job {
+        cmd: args.cmd.clone(),
+        timeout: Duration::from_secs_f64(args.timeout),
+        files_in,
+        copy_out: None,
+        copy_out_after_timeout: false,
+    };
+    let (sink, mut chunks) = tokio::sync::mpsc::unbounded_channel::<OutputChunk>();
+    let printer = tokio::spawn(async move {
+        while let Some(chunk) = chunks.recv().await {
+            let _ = match chunk.stream {
+                StreamKind::Stdout => {
+                    std::io::stdout().write_all(&chunk.bytes).and_then(|_| std::io::stdout().flush())
+                }
+                StreamKind::Stderr => std::io::stderr().write_all(&chunk.bytes),
+            };
+        }
+    });
+    let sink = if args.json { None } else { Some(sink) };
+    let interrupted = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = sandbox.run_job(&spec, &job, sink) => outcome,
+        _ = interrupted => {
+            sandbox.remove_run_resources().await?;
+            eprintln!("error: interrupted; removed the sandbox");
+            return Ok(EXIT_INTERRUPTED);
+        }
+    };
+    let _ = printer.await;
+    let result = outcome?.result;
+    if args.json {
+        let (exit_code, error) = match &result.verdict {
+            Verdict::Exit(code) => (Some(*code), None),
+            Verdict::Error(message) => (None, Some(message.clone())),
+            _ => (None, None),
+        };
+        let object = serde_json::json!({
+            "verdict": result.verdict.kind(),
+            "exit_code": exit_code,
+            "error": error,
+            "duration_s": result.duration.as_secs_f64(),
+            "image": image,
+            "stdout_truncated": result.stdout_truncated,
+            "stderr_truncated": result.stderr_truncated,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+        });
+        println!("{object}");
+    } else {
+        let mut notes = Vec::new();
+        if result.stdout_truncated {
+            notes.push("stdout truncated");
+        }
+        if result.stderr_truncated {
+            notes.push("stderr truncated");
+        }
+        let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
+        eprintln!("{}{notes}", result.verdict);
+    }
+    Ok(result.verdict.exit_status())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes_and_bad_ones_say_why() {
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("1.5g"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert!(parse_size("12x").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("lots").unwrap_err().contains("not a size"));
+        assert!(parse_size("0").unwrap_err().contains("positive"));
+    }
 }

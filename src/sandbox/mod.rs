@@ -2,10 +2,21 @@
 //! files in and out as tar, exec with a deadline, tear down) so a Kubernetes backend can sit
 //! beside the Docker one. Nothing here knows about models or grading.
 
+pub mod apt;
+pub mod archive;
+pub mod docker;
+pub mod images;
+pub mod output;
+pub mod pool;
+pub mod services;
+
 use std::future::Future;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use docker::{DockerEnv, DockerSandbox, Job, JobOutput};
+pub use images::{ensure_default_image, ImageError};
 
 /// Resource limits for one environment.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -34,6 +45,13 @@ pub struct EnvSpec {
     pub env: Vec<(String, String)>,
 }
 
+impl EnvSpec {
+    /// Default limits, `/workspace` as the workdir, no extra environment.
+    pub fn new(image: impl Into<String>) -> Self {
+        Self { image: image.into(), limits: Limits::default(), workdir: "/workspace".into(), env: Vec::new() }
+    }
+}
+
 /// One command to run in an environment.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExecRequest {
@@ -53,6 +71,48 @@ pub enum Verdict {
     Error(String),
 }
 
+/// Exit status the CLI uses for a timeout (as coreutils `timeout`).
+pub const EXIT_STATUS_TIMEOUT: u8 = 124;
+/// Exit status the CLI uses for an out-of-memory kill (128 + SIGKILL).
+pub const EXIT_STATUS_OOM: u8 = 137;
+/// Exit status the CLI uses when the command could not run at all.
+pub const EXIT_STATUS_ERROR: u8 = 1;
+
+impl Verdict {
+    /// The process exit status that reflects this verdict: `exit N` passes N through (mod
+    /// 256), `timeout` 124, `oom` 137, `error` 1.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Verdict::Exit(code) => (*code).rem_euclid(256) as u8,
+            Verdict::Timeout => EXIT_STATUS_TIMEOUT,
+            Verdict::Oom => EXIT_STATUS_OOM,
+            Verdict::Error(_) => EXIT_STATUS_ERROR,
+        }
+    }
+
+    /// Short name: `exit`, `timeout`, `oom` or `error`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Verdict::Exit(_) => "exit",
+            Verdict::Timeout => "timeout",
+            Verdict::Oom => "oom",
+            Verdict::Error(_) => "error",
+        }
+    }
+}
+
+/// The one-line verdict: `exit N`, `timeout`, `oom`, `error: ...`.
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Exit(code) => write!(f, "exit {code}"),
+            Verdict::Timeout => f.write_str("timeout"),
+            Verdict::Oom => f.write_str("oom"),
+            Verdict::Error(message) => write!(f, "error: {message}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecResult {
     pub verdict: Verdict,
@@ -61,6 +121,20 @@ pub struct ExecResult {
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     pub duration: Duration,
+}
+
+impl ExecResult {
+    /// A result for a command that could not run.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            verdict: Verdict::Error(message.into()),
+            stdout: String::new(),
+            stderr: String::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            duration: Duration::ZERO,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,122 @@
+//! Tar archives for copying files in and out. Files going in are owned by the sandbox user,
+//! so the code under test can change them.
+
+use std::path::Path;
+
+/// Owner of every entry we put into an environment (the sandbox user).
+const SANDBOX_UID: u64 = 1000;
+
+#[derive(Debug, thiserror::Error)]
+#[error("archiving {path}")]
+pub struct ArchiveError {
+    pub path: std::path::PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn header(size: u64, mode: u32, kind: tar::EntryType) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_size(size);
+    header.set_mode(mode);
+    header.set_uid(SANDBOX_UID);
+    header.set_gid(SANDBOX_UID);
+    header.set_mtime(0);
+    header
+}
+
+/// Archives in-memory files (relative path, content, executable?) for [`super::Sandbox::copy_in`].
+pub fn tar_files<P: AsRef<str>>(files: &[(P, &[u8], bool)]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, content, executable) in files {
+        let mut h =
+            header(content.len() as u64, if *executable { 0o755 } else { 0o644 }, tar::EntryType::Regular);
+        // Writing into a Vec cannot fail.
+        let _ = builder.append_data(&mut h, path.as_ref(), *content);
+    }
+    builder.into_inner().unwrap_or_default()
+}
+
+/// Archives the contents of `dir` (not the directory itself), following no symlinks.
+pub fn tar_dir(dir: &Path) -> Result<Vec<u8>, ArchiveError> {
+    fn walk(root: &Path, dir: &Path, builder: &mut tar::Builder<Vec<u8>>) -> Result<(), ArchiveError> {
+        let err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ArchiveError { path, source }
+        };
+        let mut entries: Vec<_> =
+            std::fs::read_dir(dir).map_err(err(dir))?.collect::<Result<_, _>>().map_err(err(dir))?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            let meta = std::fs::symlink_metadata(&path).map_err(err(&path))?;
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode() & 0o7777;
+            if meta.is_dir() {
+                let mut h = header(0, mode | 0o700, tar::EntryType::Directory);
+                builder.append_data(&mut h, rel, std::io::empty()).map_err(err(&path))?;
+                walk(root, &path, builder)?;
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).map_err(err(&path))?;
+                let mut h = header(0, 0o777, tar::EntryType::Symlink);
+                builder.append_link(&mut h, rel, &target).map_err(err(&path))?;
+            } else if meta.is_file() {
+                let file = std::fs::File::open(&path).map_err(err(&path))?;
+                let mut h = header(meta.len(), mode, tar::EntryType::Regular);
+                builder.append_data(&mut h, rel, file).map_err(err(&path))?;
+            }
+        }
+        Ok(())
+    }
+    let mut builder = tar::Builder::new(Vec::new());
+    walk(dir, dir, &mut builder)?;
+    builder.into_inner().map_err(|source| ArchiveError { path: dir.to_path_buf(), source })
+}
+
+/// The regular files of an archive (as returned by copy out), path and content.
+pub fn untar_files(archive: &[u8]) -> Result<Vec<(String, Vec<u8>)>, std::io::Error> {
+    use std::io::Read;
+    let mut files = Vec::new();
+    let mut reader = tar::Archive::new(archive);
+    for entry in reader.entries()? {
+        let mut entry = entry?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let path = entry.path()?.to_string_lossy().into_owned();
+        let mut content = Vec::new();
+        entry.read_to_end(&mut content)?;
+        files.push((path, content));
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_round_trip_owned_by_the_sandbox_user() {
+        let archive = tar_files(&[("a.txt", b"hello".as_slice(), false), ("bin/run", b"#!/bin/sh\n", true)]);
+        let mut reader = tar::Archive::new(archive.as_slice());
+        for entry in reader.entries().unwrap() {
+            let entry = entry.unwrap();
+            assert_eq!(entry.header().uid().unwrap(), 1000);
+        }
+        let files = untar_files(&archive).unwrap();
+        assert_eq!(
+            files,
+            vec![("a.txt".into(), b"hello".to_vec()), ("bin/run".into(), b"#!/bin/sh\n".to_vec())]
+        );
+    }
+
+    #[test]
+    fn a_directory_is_archived_with_its_subdirectories() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/x.py"), "print(1)\n").unwrap();
+        let files = untar_files(&tar_dir(dir.path()).unwrap()).unwrap();
+        assert_eq!(files, vec![("sub/x.py".into(), b"print(1)\n".to_vec())]);
+    }
+}

@@ -1,0 +1,516 @@
+//! Sandbox images, built locally in layers and tagged by a hash of their inputs so an
+//! unchanged layer is never rebuilt:
+//!
+//! 1. base: a Debian rootfs made by `debootstrap` and imported through the API (no registry);
+//! 2. environment layers, e.g. the default Python image, built from `dockerfiles/` with the
+//!    parent tag as build argument `BASE`;
+//! 3. task layers, the same way, from a caller's directory.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, CreateImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
+};
+use bollard::Docker;
+use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+use super::apt;
+use super::docker::{LABEL_OWNER, OWNER};
+
+/// Label naming the layer kind of one of our images (`base`, `python`, or a caller's name).
+pub const LABEL_LAYER: &str = "repairbench.layer";
+/// Label holding the hash of the inputs an image was built from.
+pub const LABEL_INPUTS: &str = "repairbench.inputs";
+
+const BASE_REPO: &str = "repairbench/base";
+/// The Debian suite the base is bootstrapped from.
+const BASE_SUITE: &str = "bookworm";
+const BASE_PACKAGES: &[&str] = &["python3", "python3-pytest", "git"];
+/// Bump when the way the base is made changes, so the old one is not reused.
+const BASE_RECIPE: &str = "debootstrap minbase v1";
+
+/// The default Python layer, embedded so an installed binary needs no source tree.
+const PYTHON_DOCKERFILE: &str = include_str!("../../dockerfiles/python/Dockerfile");
+const PYTHON_LAYER: &str = "python";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("Docker API call `{op}` failed")]
+    Api {
+        op: &'static str,
+        #[source]
+        source: bollard::errors::Error,
+    },
+    #[error(
+        "no Debian mirror to bootstrap the base image from: none serves suite `{suite}` in \
+         /etc/apt/sources.list or /etc/apt/sources.list.d/, and {var} is not set"
+    )]
+    NoMirror { suite: &'static str, var: &'static str },
+    #[error("`debootstrap` is not installed; install it (e.g. `apt-get install debootstrap`) to bootstrap the base image")]
+    NoDebootstrap,
+    #[error("bootstrapping the base image needs root (debootstrap creates device nodes and chowns files)")]
+    NotRoot,
+    #[error("`{command}` failed ({status}); last output:\n{tail}")]
+    Command { command: String, status: String, tail: String },
+    #[error("I/O on {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("building layer `{layer}` failed: {message}")]
+    Build { layer: String, message: String },
+    #[error("layer directory {0} has no Dockerfile")]
+    NoDockerfile(PathBuf),
+}
+
+fn api(op: &'static str) -> impl FnOnce(bollard::errors::Error) -> ImageError {
+    move |source| ImageError::Api { op, source }
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
+    move |source| ImageError::Io { path: path.to_path_buf(), source }
+}
+
+fn short_hash(hasher: Sha256) -> String {
+    hex::encode(hasher.finalize())[..16].to_string()
+}
+
+fn spinner(message: String) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message);
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Whether an image with this reference exists locally.
+pub async fn image_exists(docker: &Docker, reference: &str) -> Result<bool, ImageError> {
+    match docker.inspect_image(reference).await {
+        Ok(_) => Ok(true),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
+        Err(e) => Err(ImageError::Api { op: "inspect image", source: e }),
+    }
+}
+
+/// The tag the base gets: a hash of everything that decides its content (not the mirror).
+pub fn base_tag() -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(BASE_RECIPE);
+    hasher.update(BASE_SUITE);
+    for package in BASE_PACKAGES {
+        hasher.update([0]);
+        hasher.update(package);
+    }
+    format!("{BASE_REPO}:{}", short_hash(hasher))
+}
+
+/// The mirror for the base: `REPAIRBENCH_DEBIAN_MIRROR`, else the host's apt configuration.
+pub fn debian_mirror() -> Result<String, ImageError> {
+    if let Ok(mirror) = std::env::var(crate::env::DEBIAN_MIRROR) {
+        if !mirror.trim().is_empty() {
+            return Ok(mirror.trim().to_string());
+        }
+    }
+    let sources = apt::host_sources(Path::new("/etc/apt"));
+    apt::mirror_for_suite(&sources, BASE_SUITE)
+        .ok_or(ImageError::NoMirror { suite: BASE_SUITE, var: crate::env::DEBIAN_MIRROR })
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// Makes sure the base image exists, bootstrapping and importing it when missing (about a
+/// minute). Returns its tag.
+pub async fn ensure_base(docker: &Docker) -> Result<String, ImageError> {
+    let tag = base_tag();
+    if image_exists(docker, &tag).await? {
+        return Ok(tag);
+    }
+    let mirror = debian_mirror()?;
+    let debootstrap = find_on_path("debootstrap").ok_or(ImageError::NoDebootstrap)?;
+    if !running_as_root() {
+        return Err(ImageError::NotRoot);
+    }
+    eprintln!(
+        "repairbench: base image {tag} is missing; bootstrapping Debian {BASE_SUITE} from {mirror} \
+         (takes about a minute, done once)"
+    );
+    let started = Instant::now();
+    let work =
+        crate::env::cache_dir().join("bootstrap").join(format!("{}-{}", BASE_SUITE, std::process::id()));
+    if work.exists() {
+        std::fs::remove_dir_all(&work).map_err(io_at(&work))?;
+    }
+    std::fs::create_dir_all(&work).map_err(io_at(&work))?;
+    let result = bootstrap_and_import(docker, &debootstrap, &mirror, &work, &tag).await;
+    if let Err(e) = std::fs::remove_dir_all(&work) {
+        tracing::warn!("could not remove bootstrap directory {}: {e}", work.display());
+    }
+    result?;
+    eprintln!("repairbench: base image {tag} ready in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(tag)
+}
+
+async fn bootstrap_and_import(
+    docker: &Docker,
+    debootstrap: &Path,
+    mirror: &str,
+    work: &Path,
+    tag: &str,
+) -> Result<(), ImageError> {
+    let rootfs = work.join("rootfs");
+    let bar = spinner(format!("debootstrap {BASE_SUITE} (minbase + {})", BASE_PACKAGES.join(", ")));
+    let mut child = tokio::process::Command::new(debootstrap)
+        .arg("--variant=minbase")
+        .arg(format!("--include={}", BASE_PACKAGES.join(",")))
+        .arg(BASE_SUITE)
+        .arg(&rootfs)
+        .arg(mirror)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(io_at(debootstrap))?;
+    let mut tail: Vec<String> = Vec::new();
+    let mut stderr = child.stderr.take();
+    let stderr_task = tokio::spawn(async move {
+        let mut text = String::new();
+        if let Some(err) = stderr.as_mut() {
+            let _ = err.read_to_string(&mut text).await;
+        }
+        text
+    });
+    if let Some(stdout) = child.stdout.take() {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            bar.set_message(format!("debootstrap: {}", line.trim()));
+            tail.push(line);
+            if tail.len() > 20 {
+                tail.remove(0);
+            }
+        }
+    }
+    let status = child.wait().await.map_err(io_at(debootstrap))?;
+    let stderr_text = stderr_task.await.unwrap_or_default();
+    bar.finish_and_clear();
+    if !status.success() {
+        tail.extend(
+            stderr_text.lines().rev().take(20).map(str::to_string).collect::<Vec<_>>().into_iter().rev(),
+        );
+        return Err(ImageError::Command {
+            command: format!("debootstrap {BASE_SUITE}"),
+            status: status.to_string(),
+            tail: tail.join("\n"),
+        });
+    }
+    // Downloaded packages and index files are dead weight in the image.
+    for dir in ["var/cache/apt/archives", "var/lib/apt/lists"] {
+        if let Ok(entries) = std::fs::read_dir(rootfs.join(dir)) {
+            for entry in entries.flatten() {
+                if entry.path().is_file() {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+    }
+
+    let bar = spinner(format!("importing the root filesystem as {tag}"));
+    let mut tar = tokio::process::Command::new("tar")
+        .args(["--numeric-owner", "--xattrs", "-C"])
+        .arg(&rootfs)
+        .args(["-c", "."])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(io_at(Path::new("tar")))?;
+    let stdout = tar.stdout.take().ok_or_else(|| ImageError::Command {
+        command: "tar".into(),
+        status: "no stdout".into(),
+        tail: String::new(),
+    })?;
+    let body = futures_util::stream::unfold(stdout, |mut out| async move {
+        let mut buf = vec![0u8; 1 << 20];
+        match out.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(bytes::Bytes::from(buf)), out))
+            }
+            Err(e) => Some((Err(e), out)),
+        }
+    });
+    let (repo, tag_part) = tag.split_once(':').unwrap_or((tag, "latest"));
+    let options = CreateImageOptionsBuilder::default()
+        .from_src("-")
+        .repo(repo)
+        .tag(tag_part)
+        .changes(vec![
+            format!("LABEL {LABEL_OWNER}={OWNER} {LABEL_LAYER}=base {LABEL_INPUTS}={tag_part}"),
+            "ENV LANG=C.UTF-8".to_string(),
+            "CMD [\"/bin/bash\"]".to_string(),
+        ])
+        .build();
+    let mut progress = docker.create_image(Some(options), Some(bollard::body_try_stream(body)), None);
+    while let Some(item) = progress.next().await {
+        item.map_err(api("import base image"))?;
+    }
+    let status = tar.wait().await.map_err(io_at(Path::new("tar")))?;
+    bar.finish_and_clear();
+    if !status.success() {
+        return Err(ImageError::Command {
+            command: "tar".into(),
+            status: status.to_string(),
+            tail: String::new(),
+        });
+    }
+    Ok(())
+}
+
+/// The files of a layer's build context, relative path and content, sorted by path.
+pub type LayerFiles = Vec<(String, Vec<u8>)>;
+
+/// Reads a layer directory (its Dockerfile and every other file) into memory.
+pub fn read_layer_dir(dir: &Path) -> Result<LayerFiles, ImageError> {
+    fn walk(root: &Path, dir: &Path, out: &mut LayerFiles) -> Result<(), ImageError> {
+        for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
+            let path = entry.map_err(io_at(dir))?.path();
+            if path.is_dir() {
+                walk(root, &path, out)?;
+            } else {
+                let mut content = Vec::new();
+                std::fs::File::open(&path)
+                    .and_then(|mut f| f.read_to_end(&mut content))
+                    .map_err(io_at(&path))?;
+                let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+                out.push((rel, content));
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files)?;
+    if !files.iter().any(|(p, _)| p == "Dockerfile") {
+        return Err(ImageError::NoDockerfile(dir.to_path_buf()));
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Builds (unless already built) a layer from `dir` on top of `parent` (tag or id), tagged
+/// `repairbench/<name>:<hash>`. Returns the tag.
+pub async fn build_layer_from_dir(
+    docker: &Docker,
+    name: &str,
+    dir: &Path,
+    parent: &str,
+) -> Result<String, ImageError> {
+    let files = read_layer_dir(dir)?;
+    build_layer(docker, name, files, parent).await
+}
+
+/// Builds (unless already built) a layer from in-memory context files on top of `parent`.
+/// The tag hashes the Dockerfile, every context file and the parent's image id, so a changed
+/// parent rebuilds its children and nothing else does.
+pub async fn build_layer(
+    docker: &Docker,
+    name: &str,
+    mut files: LayerFiles,
+    parent: &str,
+) -> Result<String, ImageError> {
+    files.sort();
+    let parent_id =
+        docker.inspect_image(parent).await.map_err(api("inspect parent image"))?.id.unwrap_or_default();
+    let inputs = layer_inputs_hash(&parent_id, &files);
+    let tag = format!("repairbench/{name}:{inputs}");
+    if image_exists(docker, &tag).await? {
+        return Ok(tag);
+    }
+
+    let mut context = tar::Builder::new(Vec::new());
+    for (path, content) in &files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_cksum();
+        context.append_data(&mut header, path, content.as_slice()).map_err(io_at(Path::new(path)))?;
+    }
+    let context = context.into_inner().map_err(io_at(Path::new("build context")))?;
+
+    eprintln!("repairbench: building image layer {tag} (from {parent})");
+    let started = Instant::now();
+    let bar = spinner(format!("building {tag}"));
+    let labels = HashMap::from([
+        (LABEL_OWNER.to_string(), OWNER.to_string()),
+        (LABEL_LAYER.to_string(), name.to_string()),
+        (LABEL_INPUTS.to_string(), inputs.clone()),
+    ]);
+    let options = BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .t(&tag)
+        .rm(true)
+        .forcerm(true)
+        .buildargs(&HashMap::from([("BASE".to_string(), parent.to_string())]))
+        .labels(&labels)
+        .build();
+    let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
+    let mut tail: Vec<String> = Vec::new();
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(|e| ImageError::Build {
+            layer: name.to_string(),
+            message: format!("{e}\n{}", tail.join("")),
+        })?;
+        if let Some(error) = info.error_detail.and_then(|d| d.message) {
+            bar.finish_and_clear();
+            return Err(ImageError::Build {
+                layer: name.to_string(),
+                message: format!("{error}\n{}", tail.join("")),
+            });
+        }
+        if let Some(line) = info.stream {
+            tracing::debug!(target: "repairbench::build", "{}", line.trim_end());
+            if !line.trim().is_empty() {
+                bar.set_message(format!("building {tag}: {}", line.trim()));
+            }
+            tail.push(line);
+            if tail.len() > 30 {
+                tail.remove(0);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if !image_exists(docker, &tag).await? {
+        return Err(ImageError::Build { layer: name.to_string(), message: tail.join("") });
+    }
+    eprintln!("repairbench: image {tag} built in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(tag)
+}
+
+/// Makes sure the default sandbox image (Debian base with python3, pytest and git, user
+/// `sandbox` uid 1000, `/workspace` owned by it) exists, building what is missing, and
+/// returns its tag. Cheap when everything is built: two image inspections.
+pub async fn ensure_default_image(docker: &Docker) -> Result<String, ImageError> {
+    let base = ensure_base(docker).await?;
+    build_layer(
+        docker,
+        PYTHON_LAYER,
+        vec![("Dockerfile".into(), PYTHON_DOCKERFILE.as_bytes().to_vec())],
+        &base,
+    )
+    .await
+}
+
+/// One of our images, as `images list` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImageRow {
+    pub id: String,
+    pub tags: Vec<String>,
+    pub layer: String,
+    pub size_bytes: i64,
+    pub created: i64,
+}
+
+/// Every image carrying our owner label, newest first.
+pub async fn list_images(docker: &Docker) -> Result<Vec<ImageRow>, ImageError> {
+    let filters = HashMap::from([("label", vec![format!("{LABEL_OWNER}={OWNER}")])]);
+    let options = ListImagesOptionsBuilder::default().filters(&filters).build();
+    let mut rows: Vec<ImageRow> = docker
+        .list_images(Some(options))
+        .await
+        .map_err(api("list images"))?
+        .into_iter()
+        .map(|s| ImageRow {
+            id: s.id,
+            tags: s.repo_tags.into_iter().filter(|t| t != "<none>:<none>").collect(),
+            layer: s.labels.get(LABEL_LAYER).cloned().unwrap_or_default(),
+            size_bytes: s.size,
+            created: s.created,
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.created));
+    Ok(rows)
+}
+
+/// What `prune` removed and what it had to keep.
+#[derive(Debug, Default)]
+pub struct PruneReport {
+    pub removed: Vec<String>,
+    /// Image and why it stayed (e.g. a container still uses it).
+    pub kept: Vec<(String, String)>,
+}
+
+/// Removes our images that are no longer current: untagged ones, and base or default layers
+/// whose tag is not the one today's inputs give. With `all`, removes every image of ours.
+/// Images of other owners are never touched.
+pub async fn prune_images(docker: &Docker, all: bool) -> Result<PruneReport, ImageError> {
+    let current_base = base_tag();
+    let mut current = vec![current_base.clone()];
+    if image_exists(docker, &current_base).await? {
+        // The default layer's tag depends on the base id, so only compute it when the base exists.
+        if let Ok(tag) = ensure_default_layer_tag(docker, &current_base).await {
+            current.push(tag);
+        }
+    }
+    let mut report = PruneReport::default();
+    // Children first (newest first), so parents are free when their turn comes.
+    for row in list_images(docker).await? {
+        let is_current = row.tags.iter().any(|t| current.contains(t));
+        let ours_to_judge = row.layer == "base" || row.layer == PYTHON_LAYER || row.tags.is_empty();
+        if !all && (is_current || !ours_to_judge) {
+            continue;
+        }
+        let options = RemoveImageOptionsBuilder::default().force(false).build();
+        let names = if row.tags.is_empty() { vec![row.id.clone()] } else { row.tags.clone() };
+        for name in names {
+            match docker.remove_image(&name, Some(options.clone()), None).await {
+                Ok(_) => report.removed.push(name),
+                Err(e) => report.kept.push((name, e.to_string())),
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The tag the default layer would have on `base`, without building it.
+async fn ensure_default_layer_tag(docker: &Docker, base: &str) -> Result<String, ImageError> {
+    let parent_id =
+        docker.inspect_image(base).await.map_err(api("inspect base image"))?.id.unwrap_or_default();
+    let files = vec![("Dockerfile".to_string(), PYTHON_DOCKERFILE.as_bytes().to_vec())];
+    Ok(format!("repairbench/{PYTHON_LAYER}:{}", layer_inputs_hash(&parent_id, &files)))
+}
+
+/// Hash of a layer's inputs: the parent image id and every context file (path and content,
+/// length-prefixed so no two different inputs collide by concatenation).
+fn layer_inputs_hash(parent_id: &str, files: &LayerFiles) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(parent_id.as_bytes());
+    for (path, content) in files {
+        hasher.update((path.len() as u64).to_le_bytes());
+        hasher.update(path.as_bytes());
+        hasher.update((content.len() as u64).to_le_bytes());
+        hasher.update(content);
+    }
+    short_hash(hasher)
+}
