@@ -69,6 +69,9 @@ def main():
     jobs_dir, results_file, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with open(os.path.join(jobs_dir, "jobs.json")) as f:
         jobs = json.load(f)
+    # The results directory is made here, by the sandbox user: what the archive unpacks
+    # belongs to root and is read-only to us.
+    os.makedirs(os.path.dirname(os.path.abspath(results_file)), exist_ok=True)
     scratch_root = os.path.join(os.path.dirname(os.path.abspath(results_file)), "scratch")
     os.makedirs(scratch_root, exist_ok=True)
     lock = threading.Lock()

@@ -68,8 +68,15 @@ fn tar_of(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>, SuiteError> {
     builder.into_inner().map_err(|e| sandbox_err("pack programs", e))
 }
 
-fn sandbox_err(op: &'static str, e: impl std::fmt::Display) -> SuiteError {
-    SuiteError::Execution { op, message: e.to_string() }
+fn sandbox_err(op: &'static str, e: impl std::error::Error) -> SuiteError {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    SuiteError::Execution { op, message }
 }
 
 impl<S: Sandbox> SandboxCodeRunner<S> {
@@ -83,7 +90,6 @@ impl<S: Sandbox> SandboxCodeRunner<S> {
             files.push((format!("jobs/{file}"), p.source.as_bytes().to_vec()));
         }
         files.push(("jobs/jobs.json".into(), serde_json::to_vec(&jobs).expect("JSON of plain values")));
-        files.push(("out/.keep".into(), Vec::new()));
         let workers = self.workers.max(1);
         let budget: f64 = programs.iter().map(|p| p.timeout_s + 0.5).sum::<f64>() / workers as f64 + 60.0;
 
@@ -104,7 +110,13 @@ impl<S: Sandbox> SandboxCodeRunner<S> {
             };
             let exec = self.sandbox.exec(&env, &request).await.map_err(|e| sandbox_err("exec", e))?;
             if !matches!(exec.verdict, Verdict::Exit(0)) {
-                tracing::warn!(verdict = ?exec.verdict, stderr = %exec.stderr, "program runner did not finish cleanly");
+                tracing::warn!(verdict = %exec.verdict, stderr = %exec.stderr, "program runner did not finish cleanly");
+                if !matches!(exec.verdict, Verdict::Timeout) {
+                    return Err(SuiteError::Execution {
+                        op: "run programs",
+                        message: format!("{}: {}", exec.verdict, exec.stderr.trim()),
+                    });
+                }
             }
             let tar = self
                 .sandbox
