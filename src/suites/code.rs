@@ -155,3 +155,23 @@ impl<S: Sandbox> CodeRunner for SandboxCodeRunner<S> {
         self.runtime.block_on(self.run_async(programs))
     }
 }
+
+/// A runner on the local Docker engine with the default Python image (built if missing).
+/// `runtime` must be the runtime later calls block on.
+pub fn docker_runner(
+    runtime: &tokio::runtime::Runtime,
+    workers: usize,
+) -> Result<SandboxCodeRunner<crate::sandbox::DockerSandbox>, SuiteError> {
+    let (sandbox, image) = runtime.block_on(async {
+        let sandbox =
+            crate::sandbox::DockerSandbox::connect().await.map_err(|e| sandbox_err("connect", e))?;
+        let image = crate::sandbox::ensure_default_image(sandbox.docker())
+            .await
+            .map_err(|e| sandbox_err("default image", e))?;
+        Ok::<_, SuiteError>((sandbox, image))
+    })?;
+    let mut spec = EnvSpec::new(image);
+    // Programs run side by side; give the container a CPU per worker (up to the host's).
+    spec.limits.cpus = workers.clamp(1, crate::env::threads()) as f64;
+    Ok(SandboxCodeRunner { sandbox, spec, runtime: runtime.handle().clone(), workers })
+}

@@ -100,7 +100,9 @@ pub struct SampleRecord {
     pub extracted: BTreeMap<String, Option<String>>,
     /// Per-item values of every metric; the reported metrics are their means.
     pub scores: BTreeMap<String, f64>,
-    /// Fingerprint of the configuration that produced this record (suite, data, model, options).
+    /// SHA-256 of the dataset row: an edited row is recomputed on resume, the others kept.
+    pub row_sha256: String,
+    /// Fingerprint of the configuration that produced this record (suite, model, options).
     pub config_sha256: String,
 }
 
@@ -216,6 +218,10 @@ fn read_completions(path: &Path, docs: &[Doc]) -> Result<HashMap<String, Vec<Str
     Ok(out)
 }
 
+fn row_sha256(doc: &Doc) -> String {
+    sha256_hex(&serde_json::to_string(&doc.row.fields).expect("a JSON map serializes"))
+}
+
 fn sampling_for(suite: &Suite, seed: u64, doc: &Doc) -> Sampling {
     let g = suite.generation().expect("generation suites have [generation]");
     Sampling {
@@ -260,6 +266,7 @@ impl Run<'_, '_> {
             choices: Vec::new(),
             extracted: BTreeMap::new(),
             scores: BTreeMap::new(),
+            row_sha256: row_sha256(doc),
             config_sha256: self.config_sha.clone(),
         }
     }
@@ -555,11 +562,12 @@ pub fn evaluate(
         "samples_file": match &opts.samples { Some(p) => Some(serde_json::json!({"path": p, "sha256": file_sha256(p)?})), None => None },
         "model": model_info.as_ref().map(|m| serde_json::json!({"source": m.source, "sha256": m.sha256})),
     });
-    // The fingerprint leaves out paths so a moved cache or output directory still resumes.
+    // The fingerprint leaves out paths (a moved cache or output directory still resumes), the
+    // limit (records are per item) and the data (each record carries its row's hash).
     let fingerprint = serde_json::json!({
         "suite_sha256": config["suite_sha256"],
-        "data": data_hashes.iter().map(|(_, h)| h.clone()).collect::<Vec<_>>(),
-        "limit": opts.limit,
+        // Few-shot examples come from this file (the test file itself when there is no pool).
+        "fewshot_data": if shots > 0 { data_hashes.last().map(|(_, h)| h.clone()) } else { None },
         "shots": shots,
         "samples_sha256": config["samples_file"].get("sha256"),
         "canonical": opts.canonical,
@@ -602,7 +610,8 @@ pub fn evaluate(
     for &seed in &seeds {
         let mut pending: Vec<Doc> = Vec::new();
         for doc in &docs {
-            if let Some(r) = existing.get(&(seed, doc.id.clone())) {
+            if let Some(r) = existing.get(&(seed, doc.id.clone())).filter(|r| r.row_sha256 == row_sha256(doc))
+            {
                 records.insert((seed, doc.id.clone()), r.clone());
                 resumed += 1;
                 progress.inc(1);
