@@ -12,6 +12,8 @@ pub const HF_ENDPOINT: &str = "HF_ENDPOINT";
 pub const HF_TOKEN: &str = "HF_TOKEN";
 /// Log filter for `tracing` (e.g. `repairbench=debug`).
 pub const LOG: &str = "REPAIRBENCH_LOG";
+/// Directory with the suite definitions (`suites/*.toml`); default: the source tree's `harness/`.
+pub const HARNESS_DIR: &str = "REPAIRBENCH_HARNESS";
 /// Worker threads for the inference core (default: available cores).
 pub const THREADS: &str = "REPAIRBENCH_THREADS";
 /// Debian mirror URL the sandbox base image is bootstrapped from (default: the host's apt

@@ -1,8 +1,110 @@
+use std::path::PathBuf;
+
+use anyhow::Context;
 use clap::Args;
+use repairbench::model::LanguageModel;
+use repairbench::suites::{self, EvalOptions, EvalSummary, SuiteKind};
 
 #[derive(Debug, Args)]
-pub struct EvalArgs {}
+pub struct EvalArgs {
+    /// Suite name (humaneval, mbpp, gsm8k, mmlu, hellaswag, arc_easy, arc_challenge, gpqa) or a
+    /// path to a suite file.
+    pub suite: String,
+    /// Model: a GGUF path, hf:OWNER/REPO/FILE or pip:PACKAGE/PATH-IN-WHEEL.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Data instead of the suite's source: a directory with its files, or the test file.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Evaluate only the first N items.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Few-shot examples per item (default: the suite's).
+    #[arg(long)]
+    pub shots: Option<usize>,
+    /// Repeat the run per seed, e.g. 0,1,2; metrics get mean ± std and a 95% interval.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub seeds: Vec<u64>,
+    /// Grade completions made elsewhere (human-eval `{task_id, completion}` JSONL), no model.
+    #[arg(long)]
+    pub samples: Option<PathBuf>,
+    /// Grade the suite's reference solutions (code suites), to check the suite and sandbox.
+    #[arg(long, conflicts_with = "samples")]
+    pub canonical: bool,
+    /// Code suites: items whose programs share one container.
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Code suites: programs run side by side inside the container.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Output directory (results.json, samples.jsonl, manifest.json); rerunning resumes.
+    #[arg(long)]
+    pub out: PathBuf,
+}
 
-pub fn run(_args: EvalArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
+    let suite = suites::load_suite(&args.suite)?;
+    let opts = EvalOptions {
+        data: args.data,
+        limit: args.limit,
+        shots: args.shots,
+        seeds: args.seeds,
+        samples: args.samples,
+        out: args.out,
+        code_batch: args.batch,
+        canonical: args.canonical,
+    };
+    let mut model: Option<Box<dyn LanguageModel>> = None;
+    if opts.samples.is_none() && !opts.canonical {
+        let source = args.model.as_deref().unwrap_or(repairbench::model::DEFAULT_MODEL);
+        model = Some(load_model(source).with_context(|| format!("loading model {source}"))?);
+    }
+    let runtime;
+    let runner = if suite.kind() == SuiteKind::Code {
+        runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+        Some(suites::docker_runner(&runtime, args.workers)?)
+    } else {
+        None
+    };
+    let summary = suites::evaluate(
+        &suite,
+        &opts,
+        model.as_mut().map(|m| m.as_mut() as &mut dyn LanguageModel),
+        runner.as_ref().map(|r| r as &dyn suites::CodeRunner),
+    )?;
+    print_summary(&summary);
+    Ok(crate::cli::EXIT_OK)
+}
+
+fn load_model(source: &str) -> anyhow::Result<Box<dyn LanguageModel>> {
+    Ok(Box::new(repairbench::model::Engine::load(source)?))
+}
+
+/// One line per metric: value ± stderr (n), and the spread over seeds when there are several.
+pub fn print_summary(summary: &EvalSummary) {
+    println!(
+        "{} ({:?}): {} items x {} seed(s); {} computed, {} resumed; written to {}",
+        summary.suite,
+        summary.kind,
+        summary.items,
+        summary.seeds.len(),
+        summary.computed,
+        summary.resumed,
+        summary.out_dir.display()
+    );
+    for (name, m) in &summary.metrics {
+        let mut line = format!("  {name:<28} {:.4} ± {:.4} (n={})", m.value, m.stderr, m.n);
+        if let Some(s) = &m.across_seeds {
+            line.push_str(&format!("  seeds: {:.4} ± {:.4}", s.mean, s.std));
+            if let Some([lo, hi]) = s.ci95 {
+                line.push_str(&format!(", 95% [{lo:.4}, {hi:.4}]"));
+            }
+        }
+        println!("{line}");
+    }
+    for (group, metrics) in &summary.groups {
+        if let Some(acc) = metrics.get("acc") {
+            println!("  [{group}] acc {:.4} ± {:.4} (n={})", acc.value, acc.stderr, acc.n);
+        }
+    }
 }

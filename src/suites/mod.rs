@@ -1,2 +1,82 @@
 //! Standard benchmarks (HumanEval, MBPP, GSM8K, MMLU, HellaSwag, ARC, GPQA) defined in
 //! `harness/suites/` and driven through the same inference core.
+//!
+//! A suite file declares its data, prompt, few-shot choice, how the model is asked (generate
+//! or score choices), how answers are read and which metrics follow; [`engine::evaluate`]
+//! runs any of them. Per-item results are appended to `samples.jsonl` as items finish, so an
+//! interrupted run resumes where it stopped.
+
+pub mod code;
+pub mod config;
+pub mod data;
+pub mod engine;
+pub mod extract;
+pub mod metrics;
+pub mod prompt;
+pub mod source;
+pub mod template;
+
+use std::path::PathBuf;
+
+pub use code::{docker_runner, CodeRunner, Program, ProgramStatus, SandboxCodeRunner};
+pub use config::{Suite, SuiteKind};
+pub use engine::{evaluate, humaneval_slice, EvalOptions, EvalSummary, SampleRecord};
+pub use metrics::MetricResult;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("{path}:{line}:{column}: {message}")]
+    SuiteFile { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{path}:{line}: {message}")]
+    DataRow { path: PathBuf, line: usize, message: String },
+    #[error("{path}:{line}: {message}")]
+    SamplesFile { path: PathBuf, line: usize, message: String },
+    #[error("cannot read or write {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot fetch the suite's data")]
+    Source(#[from] crate::model::source::SourceError),
+    #[error("fetching {what} failed: {message}")]
+    Fetch { what: String, message: String },
+    #[error("unknown suite `{name}` (known: {known})")]
+    UnknownSuite { name: String, known: String },
+    #[error("suite `{suite}` needs {what}")]
+    Needs { suite: String, what: &'static str },
+    #[error("the model failed on item {doc_id}: {message}")]
+    Model { doc_id: String, message: String },
+    #[error("program execution ({op}) failed: {message}")]
+    Execution { op: &'static str, message: String },
+}
+
+/// Directory holding the suite files: `$REPAIRBENCH_HARNESS/suites`, else the source tree's.
+pub fn suites_dir() -> PathBuf {
+    match std::env::var_os(crate::env::HARNESS_DIR) {
+        Some(dir) => PathBuf::from(dir).join("suites"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("harness").join("suites"),
+    }
+}
+
+/// Loads a suite by name (`humaneval`) from [`suites_dir`], or from a path to a `.toml` file.
+pub fn load_suite(name_or_path: &str) -> Result<Suite, SuiteError> {
+    let as_path = std::path::Path::new(name_or_path);
+    if name_or_path.ends_with(".toml") || as_path.is_file() {
+        return Suite::load(as_path);
+    }
+    let dir = suites_dir();
+    let path = dir.join(format!("{name_or_path}.toml"));
+    if path.is_file() {
+        return Suite::load(&path);
+    }
+    let mut known: Vec<String> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str()?.strip_suffix(".toml").map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    known.sort();
+    Err(SuiteError::UnknownSuite { name: name_or_path.to_string(), known: known.join(", ") })
+}

