@@ -114,12 +114,10 @@ impl QLinear {
 
         let mut acts = vec![ActBlock::ZERO; m * nb];
         if m >= 16 {
-            acts.par_chunks_mut(nb)
-                .zip(xs.par_chunks(k))
-                .for_each(|(out, row)| quant::quantize_row(row, out));
+            acts.par_chunks_mut(nb).zip(xs.par_chunks(k)).for_each(|(out, row)| quantize_row(path, row, out));
         } else {
             for (out, row) in acts.chunks_mut(nb).zip(xs.chunks(k)) {
-                quant::quantize_row(row, out);
+                quantize_row(path, row, out);
             }
         }
         drop(storage);
@@ -195,6 +193,18 @@ fn matmul(
             }
         }
     });
+}
+
+fn quantize_row(path: KernelPath, x: &[f32], out: &mut [ActBlock]) {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx2 if avx2::available() => {
+            assert_eq!(x.len(), out.len() * QK);
+            // SAFETY: the CPU features are checked just above, the lengths asserted.
+            unsafe { avx2::quantize_row(x, out) }
+        }
+        _ => quant::quantize_row(x, out),
+    }
 }
 
 #[inline]

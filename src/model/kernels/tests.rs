@@ -194,3 +194,22 @@ fn other_formats_fall_back_to_candle() {
     let x = input(3, 256, 1);
     assert_eq!(rows(&l.forward(&x).unwrap()), rows(&l.forward_candle(&x).unwrap()));
 }
+
+#[test]
+fn activation_quantization_is_the_same_on_both_paths() {
+    assert_eq!(KernelPath::detect(), KernelPath::Avx2, "this test needs AVX2/FMA/F16C");
+    let mut xs = pseudo_random(32 * 40, 21);
+    // Ties (x·id exactly n + 0.5), zeros, a whole zero block, negative extremes.
+    xs[0] = 127.0;
+    xs[1] = 0.5;
+    xs[2] = 1.5;
+    xs[3] = -2.5;
+    xs[64..96].iter_mut().for_each(|v| *v = 0.0);
+    xs[100] = -1e6;
+    let mut scalar = vec![ActBlock::ZERO; 40];
+    let mut simd = vec![ActBlock::ZERO; 40];
+    quant::quantize_row(&xs, &mut scalar);
+    unsafe { avx2::quantize_row(&xs, &mut simd) };
+    assert_eq!(scalar, simd);
+    assert_eq!(&scalar[0].qs[..4], &[127, 0, 2, -2]);
+}
