@@ -4,12 +4,22 @@
 //! [`LanguageModel`] trait, so an OpenAI-compatible backend can be added beside the local
 //! candle engine without touching its callers.
 
+pub mod chat;
+pub mod engine;
+pub mod error;
+pub mod gguf;
 pub mod kernels;
 pub mod sampling;
+pub mod source;
+pub mod tokenizer;
+pub mod transformer;
 
 use serde::{Deserialize, Serialize};
 
+pub use engine::{Engine, PositionLogprob};
+pub use error::ModelError;
 pub use sampling::Sampling;
+pub use source::DEFAULT_MODEL;
 
 /// One message of a chat prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

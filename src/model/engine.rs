@@ -1,0 +1,385 @@
+//! The local engine: a GGUF model, its tokenizer and chat template behind [`LanguageModel`].
+
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::Tensor;
+
+use super::chat::ChatTemplate;
+use super::error::{ModelError, Result};
+use super::gguf::{sha256_file, GgufFile};
+use super::sampling::{argmax, Sampler};
+use super::source;
+use super::tokenizer::TextTokenizer;
+use super::transformer::{KvCache, Logits, Transformer};
+use super::{
+    ChatMessage, FinishReason, GenerateOutput, GenerateRequest, Generation, LanguageModel, ModelInfo, Prompt,
+    Sampling, ScoreOutput, ScoreRequest, TokenLogprob,
+};
+
+/// Log-probability of the token at one position, given all tokens before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PositionLogprob {
+    /// The token that actually follows.
+    pub id: u32,
+    /// `log p(id | tokens before)`, from a float64 log-softmax of the float32 logits.
+    pub logprob: f64,
+    /// The model's most likely token at this position (ties to the lowest id).
+    pub argmax: u32,
+}
+
+/// A loaded GGUF model ready to generate and score.
+pub struct Engine {
+    info: ModelInfo,
+    model: Transformer,
+    tokenizer: TextTokenizer,
+    chat: Option<ChatTemplate>,
+}
+
+/// `log_softmax(row)[id]` in float64.
+fn log_softmax_at(row: &[f32], id: u32) -> f64 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+    row[id as usize] as f64 - max - sum.ln()
+}
+
+/// Rows of a `[1, t, vocab]` logits tensor.
+fn logit_rows(logits: &Tensor) -> Result<Vec<Vec<f32>>> {
+    Ok(logits.squeeze(0)?.to_vec2::<f32>()?)
+}
+
+impl Engine {
+    /// Loads a model from a source: a local path, `hf:OWNER/REPO/FILE` or
+    /// `pip:PACKAGE/PATH-IN-WHEEL` (see [`source::resolve`]).
+    pub fn load(source: &str) -> Result<Self> {
+        let resolved = source::resolve(source)?;
+        Self::from_resolved(&resolved.path, source, resolved.sha256)
+    }
+
+    /// Loads the GGUF file at `path`; `source` is recorded in [`ModelInfo::source`].
+    pub fn from_path(path: &Path, source: &str) -> Result<Self> {
+        Self::from_resolved(path, source, None)
+    }
+
+    fn from_resolved(path: &Path, source: &str, sha256: Option<String>) -> Result<Self> {
+        let started = Instant::now();
+        // candle's matmuls and our attention share rayon's global pool; size it once from
+        // REPAIRBENCH_THREADS (an error only means it was already built).
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(crate::env::threads()).build_global();
+        let mut file = GgufFile::open(path)?;
+        let config = file.config()?;
+        let tokenizer = TextTokenizer::load(&file)?;
+        let model = Transformer::load(&mut file)?;
+        let chat_template = file.get_str("tokenizer.chat_template").map(str::to_string);
+        let chat = match &chat_template {
+            Some(t) => Some(ChatTemplate::new(
+                t,
+                path.to_path_buf(),
+                tokenizer.bos_token.as_deref(),
+                tokenizer.eos_token.as_deref(),
+            )?),
+            None => None,
+        };
+        let sha256 = match sha256 {
+            Some(s) => s,
+            None => {
+                sha256_file(path).map_err(|source| ModelError::Open { path: path.to_path_buf(), source })?
+            }
+        };
+        let info = ModelInfo {
+            source: source.to_string(),
+            path: path.to_path_buf(),
+            sha256,
+            architecture: config.architecture_name.clone(),
+            name: file.get_str("general.name").map(str::to_string),
+            parameters: file.parameter_count(),
+            quantization: file.dominant_quantization(),
+            context_length: config.context_length,
+            vocab_size: config.vocab_size,
+            bos_token: tokenizer.bos_token.clone(),
+            eos_token: tokenizer.eos_token.clone(),
+            add_bos: tokenizer.add_bos,
+            chat_template,
+        };
+        tracing::info!(path = %path.display(), secs = started.elapsed().as_secs_f64(), "model loaded");
+        Ok(Self { info, model, tokenizer, chat })
+    }
+
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    /// The forward pass, for callers (benchmarks) that drive it directly.
+    pub fn transformer(&self) -> &Transformer {
+        &self.model
+    }
+
+    fn check_ids(&self, tokens: &[u32]) -> Result<()> {
+        let vocab = self.model.config.vocab_size;
+        match tokens.iter().find(|&&t| t as usize >= vocab) {
+            Some(&id) => Err(ModelError::TokenOutOfRange { id, vocab }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_length(&self, what: &str, tokens: usize) -> Result<()> {
+        let max = self.model.config.context_length;
+        if tokens > max {
+            return Err(ModelError::ContextTooLong { what: what.to_string(), tokens, max });
+        }
+        Ok(())
+    }
+
+    /// Log-probability of each token after the first given the tokens before it, computed by
+    /// feeding `tokens` in chunks of `chunk` tokens (`usize::MAX`: one pass; 1: token by token).
+    /// Entry `i` is about `tokens[i + 1]`. This is what a fidelity check compares with
+    /// llama.cpp's per-token log-probs.
+    pub fn logprobs_for_tokens(&self, tokens: &[u32], chunk: usize) -> Result<Vec<PositionLogprob>> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        self.check_ids(tokens)?;
+        self.check_length("the token sequence", tokens.len())?;
+        let mut cache = self.model.new_cache(1, tokens.len())?;
+        let mut out = Vec::with_capacity(tokens.len() - 1);
+        let inputs = &tokens[..tokens.len() - 1];
+        for piece in inputs.chunks(chunk.max(1)) {
+            let start = cache.len();
+            let rows = logit_rows(&self.model.forward(piece, &mut cache, Logits::All)?)?;
+            for (i, row) in rows.iter().enumerate() {
+                let id = tokens[start + i + 1];
+                out.push(PositionLogprob { id, logprob: log_softmax_at(row, id), argmax: argmax(row) });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Raw logits `[position][vocab]` for every position of `tokens`, in one pass.
+    pub fn logits_for_tokens(&self, tokens: &[u32]) -> Result<Vec<Vec<f32>>> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        self.check_ids(tokens)?;
+        self.check_length("the token sequence", tokens.len())?;
+        let mut cache = self.model.new_cache(1, tokens.len())?;
+        logit_rows(&self.model.forward(tokens, &mut cache, Logits::All)?)
+    }
+
+    /// The prompt's text (after chat templating) and its tokens.
+    pub fn prompt_tokens(&self, prompt: &Prompt) -> Result<(String, Vec<u32>)> {
+        let text = match prompt {
+            Prompt::Text(t) => t.clone(),
+            Prompt::Chat(messages) => self.render_chat_text(messages)?,
+        };
+        if text.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        let ids = self.tokenizer.encode_prompt(&text)?;
+        if ids.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        Ok((text, ids))
+    }
+
+    fn render_chat_text(&self, messages: &[ChatMessage]) -> Result<String> {
+        match &self.chat {
+            Some(t) => t.render(messages),
+            None => Err(ModelError::NoChatTemplate { path: self.info.path.clone() }),
+        }
+    }
+
+    /// Generates `request.n` sequences; see [`GenerateRequest`].
+    pub fn generate_text(&self, request: &GenerateRequest) -> Result<GenerateOutput> {
+        let (prompt_text, prompt) = self.prompt_tokens(&request.prompt)?;
+        let max_ctx = self.model.config.context_length;
+        if prompt.len() >= max_ctx {
+            return Err(ModelError::ContextTooLong {
+                what: "the prompt".into(),
+                tokens: prompt.len(),
+                max: max_ctx - 1,
+            });
+        }
+        let max_new = request.max_tokens.min(max_ctx - prompt.len());
+        let n = request.n.max(1);
+        let capacity = prompt.len() + max_new;
+
+        let prefill_start = Instant::now();
+        let mut cache = self.model.new_cache(1, capacity)?;
+        let first_logits = logit_rows(&self.model.forward(&prompt, &mut cache, Logits::Last)?)?.remove(0);
+        let prefill_secs = prefill_start.elapsed().as_secs_f64();
+
+        let mut seqs: Vec<SequenceState> = (0..n)
+            .map(|i| SequenceState {
+                sampler: Sampler::new(Sampling {
+                    seed: request.sampling.seed.wrapping_add(i as u64),
+                    ..request.sampling
+                }),
+                tokens: Vec::new(),
+                text: String::new(),
+                finish: None,
+            })
+            .collect();
+        let decode_start = Instant::now();
+        let mut decoded_tokens = 0usize;
+        if max_new == 0 {
+            for s in &mut seqs {
+                s.finish = Some(FinishReason::Length);
+            }
+        } else {
+            for s in &mut seqs {
+                let token = s.sampler.sample(&first_logits);
+                self.push_token(s, token, request, max_new)?;
+            }
+            // The n sequences share the prompt's cache: copied once into n rows, then decoded
+            // as one batch.
+            let mut cache: KvCache = if n > 1 { cache.replicate(n) } else { cache };
+            while seqs.iter().any(|s| s.finish.is_none()) {
+                let step: Vec<u32> =
+                    seqs.iter().map(|s| *s.tokens.last().expect("one token sampled")).collect();
+                let logits =
+                    self.model.forward(&step, &mut cache, Logits::Last)?.squeeze(1)?.to_vec2::<f32>()?;
+                decoded_tokens += n;
+                for (s, row) in seqs.iter_mut().zip(&logits) {
+                    if s.finish.is_none() {
+                        let token = s.sampler.sample(row);
+                        self.push_token(s, token, request, max_new)?;
+                    }
+                }
+            }
+        }
+        let decode_secs = decode_start.elapsed().as_secs_f64();
+        let sequences = seqs
+            .into_iter()
+            .map(|s| Generation {
+                text: s.text,
+                tokens: s.tokens,
+                finish: s.finish.unwrap_or(FinishReason::Length),
+            })
+            .collect();
+        Ok(GenerateOutput {
+            prompt_text,
+            prompt_tokens: prompt.len(),
+            sequences,
+            prefill_tok_s: prompt.len() as f64 / prefill_secs.max(1e-9),
+            decode_tok_s: if decoded_tokens == 0 {
+                0.0
+            } else {
+                decoded_tokens as f64 / decode_secs.max(1e-9)
+            },
+        })
+    }
+
+    /// Records a sampled token and decides whether the sequence ends.
+    fn push_token(
+        &self,
+        s: &mut SequenceState,
+        token: u32,
+        request: &GenerateRequest,
+        max_new: usize,
+    ) -> Result<()> {
+        if self.tokenizer.stop_ids.contains(&token) {
+            s.tokens.push(token);
+            s.finish = Some(FinishReason::Eos);
+            return Ok(());
+        }
+        s.tokens.push(token);
+        s.text = self.tokenizer.decode(&s.tokens)?;
+        if let Some(cut) =
+            request.stop.iter().filter(|x| !x.is_empty()).filter_map(|x| s.text.find(x.as_str())).min()
+        {
+            s.text.truncate(cut);
+            s.finish = Some(FinishReason::Stop);
+        } else if s.tokens.len() >= max_new {
+            s.finish = Some(FinishReason::Length);
+        }
+        Ok(())
+    }
+
+    /// Scores requests; those sharing a token prefix reuse its KV cache (the cache is rewound
+    /// to the shared prefix instead of recomputed).
+    pub fn score_requests(&self, requests: &[ScoreRequest]) -> Result<Vec<ScoreOutput>> {
+        struct Item {
+            tokens: Vec<u32>,
+            /// Tokens belonging to the context.
+            context_len: usize,
+        }
+        let mut items = Vec::with_capacity(requests.len());
+        for r in requests {
+            if r.context.is_empty() && !self.tokenizer.add_bos {
+                return Err(ModelError::EmptyPrompt);
+            }
+            let context = self.tokenizer.encode_prompt(&r.context)?;
+            let full = self.tokenizer.encode_prompt(&format!("{}{}", r.context, r.continuation))?;
+            // As llama.cpp-based harnesses do: the continuation's tokens are those of
+            // context+continuation after the longest prefix shared with the context's tokens
+            // (a merge across the boundary moves that token to the continuation).
+            let context_len = context.iter().zip(&full).take_while(|(a, b)| a == b).count();
+            if context_len == full.len() {
+                return Err(ModelError::EmptyContinuation(r.continuation.clone()));
+            }
+            if context_len == 0 {
+                return Err(ModelError::EmptyPrompt);
+            }
+            self.check_length("context + continuation", full.len())?;
+            items.push(Item { tokens: full, context_len });
+        }
+        // Neighbours in token order share the longest prefixes.
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| items[a].tokens.cmp(&items[b].tokens));
+        let capacity = items.iter().map(|i| i.tokens.len()).max().unwrap_or(1);
+        let mut cache = self.model.new_cache(1, capacity)?;
+        let mut cached: Vec<u32> = Vec::new();
+        let mut results: Vec<Option<ScoreOutput>> = vec![None; items.len()];
+        for idx in order {
+            let item = &items[idx];
+            let shared = cached.iter().zip(&item.tokens).take_while(|(a, b)| a == b).count();
+            // The logits at the last context position are needed, so that position is rerun.
+            let reuse = shared.min(item.context_len - 1);
+            cache.truncate(reuse);
+            let inputs = &item.tokens[reuse..item.tokens.len() - 1];
+            let rows = logit_rows(&self.model.forward(inputs, &mut cache, Logits::All)?)?;
+            cached.truncate(reuse);
+            cached.extend_from_slice(inputs);
+            let mut tokens = Vec::new();
+            let mut is_greedy = true;
+            for pos in item.context_len..item.tokens.len() {
+                let id = item.tokens[pos];
+                let row = &rows[pos - 1 - reuse];
+                is_greedy &= argmax(row) == id;
+                tokens.push(TokenLogprob {
+                    id,
+                    text: self.tokenizer.decode(&[id])?,
+                    logprob: log_softmax_at(row, id),
+                });
+            }
+            let sum_logprob = tokens.iter().map(|t| t.logprob).sum();
+            results[idx] = Some(ScoreOutput { tokens, sum_logprob, is_greedy });
+        }
+        Ok(results.into_iter().map(|r| r.expect("every request scored")).collect())
+    }
+}
+
+struct SequenceState {
+    sampler: Sampler,
+    tokens: Vec<u32>,
+    text: String,
+    finish: Option<FinishReason>,
+}
+
+impl LanguageModel for Engine {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput> {
+        Ok(self.generate_text(request)?)
+    }
+
+    fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>> {
+        Ok(self.score_requests(requests)?)
+    }
+
+    fn render_chat(&self, messages: &[ChatMessage]) -> anyhow::Result<String> {
+        Ok(self.render_chat_text(messages)?)
+    }
+}
