@@ -140,6 +140,7 @@ pub fn dot_row(format: WeightFormat, w: &[u8], y: &[ActBlock]) -> f32 {
 }
 
 /// Dequantizes one weight row (for tests and reference computations).
+#[cfg(test)]
 pub fn dequantize_row(format: WeightFormat, w: &[u8]) -> Vec<f32> {
     let bb = format.block_bytes();
     let mut out = Vec::with_capacity(w.len() / bb * QK);
