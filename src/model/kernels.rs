@@ -142,6 +142,13 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
+impl OutPtr {
+    /// Through a method so closures capture the whole (Send) wrapper, not its raw field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
 /// `out[i, j] = Σ acts[i] · w[j]` for `m` activation rows and `n` weight rows of `nb` blocks.
 #[allow(clippy::too_many_arguments)]
 fn matmul(
@@ -164,13 +171,12 @@ fn matmul(
     let rows_per_task = n.div_ceil(tasks);
     let out_ptr = OutPtr(out.as_mut_ptr());
     (0..n.div_ceil(rows_per_task)).into_par_iter().for_each(|t| {
-        let out_ptr = out_ptr;
         let j0 = t * rows_per_task;
         let j1 = (j0 + rows_per_task).min(n);
         let store = |i: usize, j: usize, v: f32| {
             debug_assert!(i < m && j < n);
             // SAFETY: in bounds (i < m, j < n) and column j belongs to this task only.
-            unsafe { *out_ptr.0.add(i * n + j) = v };
+            unsafe { *out_ptr.get().add(i * n + j) = v };
         };
         let act_row = |i: usize| &acts[i * nb..(i + 1) * nb];
         let mut i = 0;

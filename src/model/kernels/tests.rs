@@ -140,7 +140,7 @@ fn kernels_agree_with_dequantized_f32_matmul() {
                 let ours = rows(&l.forward(&x).unwrap());
                 let exact = rows(&x.matmul(&wf.t().unwrap()).unwrap());
                 // candle's Q4_1 kernel asserts an even block count; ours has no such limit.
-                let candle = (k / QK % 2 == 0).then(|| rows(&l.forward_candle(&x).unwrap()));
+                let candle = (k / QK).is_multiple_of(2).then(|| rows(&l.forward_candle(&x).unwrap()));
                 for (i, x_row) in rows(&x).iter().enumerate() {
                     // Only the activations' 8-bit quantization separates us from the exact
                     // product: each value is off by at most half a step d (plus d's own f16
