@@ -67,10 +67,11 @@ struct Fixture {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let source = std::env::var("REPAIRBENCH_BENCH_MODEL").unwrap_or_else(|_| DEFAULT_MODEL.into());
+    let source = std::env::var(repairbench::env::BENCH_MODEL).unwrap_or_else(|_| DEFAULT_MODEL.into());
     let threads: usize =
         std::env::var(repairbench::env::THREADS).ok().and_then(|v| v.parse().ok()).unwrap_or(2);
-    let reps: usize = std::env::var("REPAIRBENCH_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let reps: usize =
+        std::env::var(repairbench::env::BENCH_REPS).ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     if args.iter().any(|a| a == CHILD_FLAG) {
         let figures = engine_child(&source, reps)?;
         println!("{}", serde_json::to_string(&figures)?);
