@@ -37,6 +37,9 @@ struct EngineFigures {
     sha256: String,
     prefill_tok_s: Vec<f64>,
     decode_tok_s: Vec<f64>,
+    /// Peak RSS after the speed runs, before the fidelity pass (whose all-position logits
+    /// llama-bench has no counterpart of).
+    speed_peak_rss_mib: f64,
     fidelity: Option<Fidelity>,
 }
 
@@ -82,7 +85,8 @@ fn main() -> anyhow::Result<()> {
         "model source: {source}\nthreads: {threads} (both engines)\nkernel path: {:?}\n",
         KernelPath::detect()
     );
-    let (ours, ours_rss) = run_engine_child(threads)?;
+    let (ours, _whole_child_rss) = run_engine_child(threads)?;
+    let ours_rss = ours.speed_peak_rss_mib;
     let llama = run_llama_bench(&ours.path, threads, reps);
     print_comparison(&ours, ours_rss, &llama);
     if let Some(f) = &ours.fidelity {
@@ -177,6 +181,7 @@ fn engine_child(source: &str, reps: usize) -> anyhow::Result<EngineFigures> {
         }
     }
 
+    let speed_peak_rss_mib = own_peak_rss_mib()?;
     let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(FIXTURE)?)?;
     let fidelity = if fixture.model_sha256 == engine.info().sha256 {
         let ours = engine.logprobs_for_tokens(&fixture.tokens, usize::MAX)?;
@@ -203,8 +208,20 @@ fn engine_child(source: &str, reps: usize) -> anyhow::Result<EngineFigures> {
         sha256: engine.info().sha256.clone(),
         prefill_tok_s: prefill,
         decode_tok_s: decode,
+        speed_peak_rss_mib,
         fidelity,
     })
+}
+
+/// This process's peak resident set so far (`VmHWM`), in MiB.
+fn own_peak_rss_mib() -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("VmHWM in /proc/self/status")?;
+    Ok(kib / 1024.0)
 }
 
 /// (mean |Δ|, max |Δ|, argmax agreement) of `a` against `b`.
