@@ -21,6 +21,14 @@ pub const THREADS: &str = "REPAIRBENCH_THREADS";
 pub const DEBIAN_MIRROR: &str = "REPAIRBENCH_DEBIAN_MIRROR";
 /// Sandbox jobs run at once (default: available cores).
 pub const SANDBOX_WORKERS: &str = "REPAIRBENCH_SANDBOX_WORKERS";
+/// Model source the speed benchmark (`benches/model_speed.rs`) measures (default: the default model).
+pub const BENCH_MODEL: &str = "REPAIRBENCH_BENCH_MODEL";
+/// Timed repetitions per measurement in the speed benchmark (default 3).
+pub const BENCH_REPS: &str = "REPAIRBENCH_BENCH_REPS";
+/// Directory holding an already built `llama-bench`/`llama-logprobs`; when unset,
+/// `scripts/build-llama-cpp` builds them into `$REPAIRBENCH_CACHE/llama.cpp/`.
+/// (That script also reads `LLAMA_CPP_PYTHON_VERSION` and `LLAMA_CPP_BUILD_JOBS`.)
+pub const LLAMA_CPP_BIN: &str = "LLAMA_CPP_BIN";
 
 /// The cache root: `$REPAIRBENCH_CACHE`, else `$XDG_CACHE_HOME/repairbench`, else
 /// `$HOME/.cache/repairbench`.

@@ -1,0 +1,370 @@
+//! Speed and fidelity of the inference core, side by side with llama.cpp on the same GGUF and
+//! thread count (issue 2, item 8). Run: `cargo bench --bench model_speed`.
+//!
+//! 1. Our engine, in a child process (so its peak RSS is its own): prefill tok/s of a 512-token
+//!    prompt, decode tok/s of 128 tokens from an empty context (what `llama-bench -p 512 -n 128`
+//!    measures), and per-token log-probs of the fidelity fixture's text.
+//! 2. llama.cpp: `llama-bench -p 512 -n 128 -t N -o json` (built by scripts/build-llama-cpp into
+//!    the cache if missing), also a child process, its peak RSS from `wait4`.
+//! 3. A QLinear micro-benchmark: our quantized matmul against candle's `QMatMul` on the model's
+//!    own weight matrices, 1 row (decode) and 512 rows (prefill).
+//!
+//! Environment: `REPAIRBENCH_BENCH_MODEL` (model source, default the default model),
+//! `REPAIRBENCH_THREADS` (default 2 here, for both engines), `REPAIRBENCH_BENCH_REPS`
+//! (repetitions, default 3), `LLAMA_CPP_BIN` (a directory holding llama-bench, skips the build).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use repairbench::model::kernels::{KernelPath, QLinear};
+use repairbench::model::transformer::Logits;
+use repairbench::model::{Engine, LanguageModel, DEFAULT_MODEL};
+use serde::{Deserialize, Serialize};
+
+const CHILD_FLAG: &str = "--engine-child";
+const FIXTURE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fidelity/smollm2-135m-instruct-q4_1.json");
+
+#[derive(Serialize, Deserialize)]
+struct EngineFigures {
+    path: PathBuf,
+    sha256: String,
+    prefill_tok_s: Vec<f64>,
+    decode_tok_s: Vec<f64>,
+    /// Peak RSS after the speed runs, before the fidelity pass (whose all-position logits
+    /// llama-bench has no counterpart of).
+    speed_peak_rss_mib: f64,
+    fidelity: Option<Fidelity>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Fidelity {
+    tokens: usize,
+    ours_mean_abs: f64,
+    ours_max_abs: f64,
+    ours_argmax: f64,
+    llama_single_mean_abs: f64,
+    llama_single_max_abs: f64,
+    llama_single_argmax: f64,
+}
+
+#[derive(Deserialize)]
+struct FixtureEval {
+    next_logprob: Vec<f64>,
+    argmax: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    model_sha256: String,
+    tokens: Vec<u32>,
+    batched: FixtureEval,
+    token_by_token: FixtureEval,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let source = std::env::var(repairbench::env::BENCH_MODEL).unwrap_or_else(|_| DEFAULT_MODEL.into());
+    let threads: usize =
+        std::env::var(repairbench::env::THREADS).ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let reps: usize =
+        std::env::var(repairbench::env::BENCH_REPS).ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    if args.iter().any(|a| a == CHILD_FLAG) {
+        let figures = engine_child(&source, reps)?;
+        println!("{}", serde_json::to_string(&figures)?);
+        return Ok(());
+    }
+
+    println!(
+        "model source: {source}\nthreads: {threads} (both engines)\nkernel path: {:?}\n",
+        KernelPath::detect()
+    );
+    let (ours, _whole_child_rss) = run_engine_child(threads)?;
+    let ours_rss = ours.speed_peak_rss_mib;
+    let llama = run_llama_bench(&ours.path, threads, reps);
+    print_comparison(&ours, ours_rss, &llama);
+    if let Some(f) = &ours.fidelity {
+        println!(
+            "\nFidelity on the fixture's HumanEval text ({} tokens), per-token log-prob of the next token:",
+            f.tokens
+        );
+        println!("{:<44} {:>14} {:>10} {:>10}", "", "mean |Δ| nats", "max |Δ|", "argmax =");
+        println!(
+            "{:<44} {:>14.4} {:>10.4} {:>9.2}%",
+            "ours (one pass) vs llama.cpp n_batch 512",
+            f.ours_mean_abs,
+            f.ours_max_abs,
+            100.0 * f.ours_argmax
+        );
+        println!(
+            "{:<44} {:>14.4} {:>10.4} {:>9.2}%",
+            "llama.cpp n_batch 1 vs llama.cpp n_batch 512",
+            f.llama_single_mean_abs,
+            f.llama_single_max_abs,
+            100.0 * f.llama_single_argmax
+        );
+    } else {
+        println!("\nFidelity: skipped (the fixture was made from another GGUF file)");
+    }
+    println!();
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
+    qlinear_micro(&ours.path)?;
+    Ok(())
+}
+
+/// Peak resident set of a child in MiB, from `wait4` (which reaps it).
+fn wait_with_peak_rss(child: &std::process::Child) -> anyhow::Result<(i32, f64)> {
+    let mut status = 0;
+    // SAFETY: plain syscall on our own child's pid with valid out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    if pid < 0 {
+        bail!("wait4: {}", std::io::Error::last_os_error());
+    }
+    Ok((status, usage.ru_maxrss as f64 / 1024.0))
+}
+
+fn run_engine_child(threads: usize) -> anyhow::Result<(EngineFigures, f64)> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .arg(CHILD_FLAG)
+        .env(repairbench::env::THREADS, threads.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let mut out = String::new();
+    child.stdout.take().expect("piped").read_to_string(&mut out)?;
+    let (status, rss) = wait_with_peak_rss(&child)?;
+    if status != 0 {
+        bail!("the engine benchmark process failed (status {status})");
+    }
+    let figures = serde_json::from_str(out.trim()).context("engine benchmark output")?;
+    Ok((figures, rss))
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
+}
+
+fn engine_child(source: &str, reps: usize) -> anyhow::Result<EngineFigures> {
+    let engine = Engine::load(source)?;
+    let model = engine.transformer();
+    let vocab = engine.info().vocab_size as u64;
+    // Deterministic token ids spread over the vocabulary, like llama-bench's random prompt.
+    let prompt: Vec<u32> = (0..512u64).map(|i| ((i * 2654435761 + 12345) % vocab) as u32).collect();
+
+    let mut prefill = Vec::new();
+    let mut decode = Vec::new();
+    for rep in 0..=reps {
+        let mut cache = model.new_cache(1, 512)?;
+        let started = Instant::now();
+        model.forward(&prompt, &mut cache, Logits::Last)?;
+        let prefill_s = started.elapsed().as_secs_f64();
+
+        let mut cache = model.new_cache(1, 128)?;
+        let started = Instant::now();
+        let mut token = prompt[0];
+        for _ in 0..128 {
+            let logits = model.forward(&[token], &mut cache, Logits::Last)?;
+            token = logits.flatten_all()?.argmax(0)?.to_scalar::<u32>()?;
+        }
+        let decode_s = started.elapsed().as_secs_f64();
+        if rep > 0 {
+            // Repetition 0 warms caches and the thread pool, as llama-bench's warm-up run does.
+            prefill.push(512.0 / prefill_s);
+            decode.push(128.0 / decode_s);
+        }
+    }
+
+    let speed_peak_rss_mib = own_peak_rss_mib()?;
+    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(FIXTURE)?)?;
+    let fidelity = if fixture.model_sha256 == engine.info().sha256 {
+        let ours = engine.logprobs_for_tokens(&fixture.tokens, usize::MAX)?;
+        let ours_eval = FixtureEval {
+            next_logprob: ours.iter().map(|p| p.logprob).collect(),
+            argmax: ours.iter().map(|p| p.argmax).collect(),
+        };
+        let (om, ox, oa) = agreement(&ours_eval, &fixture.batched);
+        let (lm, lx, la) = agreement(&fixture.token_by_token, &fixture.batched);
+        Some(Fidelity {
+            tokens: fixture.tokens.len(),
+            ours_mean_abs: om,
+            ours_max_abs: ox,
+            ours_argmax: oa,
+            llama_single_mean_abs: lm,
+            llama_single_max_abs: lx,
+            llama_single_argmax: la,
+        })
+    } else {
+        None
+    };
+    Ok(EngineFigures {
+        path: engine.info().path.clone(),
+        sha256: engine.info().sha256.clone(),
+        prefill_tok_s: prefill,
+        decode_tok_s: decode,
+        speed_peak_rss_mib,
+        fidelity,
+    })
+}
+
+/// This process's peak resident set so far (`VmHWM`), in MiB.
+fn own_peak_rss_mib() -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("VmHWM in /proc/self/status")?;
+    Ok(kib / 1024.0)
+}
+
+/// (mean |Δ|, max |Δ|, argmax agreement) of `a` against `b`.
+fn agreement(a: &FixtureEval, b: &FixtureEval) -> (f64, f64, f64) {
+    let diffs: Vec<f64> = a.next_logprob.iter().zip(&b.next_logprob).map(|(x, y)| (x - y).abs()).collect();
+    let same = a.argmax.iter().zip(&b.argmax).filter(|(x, y)| x == y).count();
+    (mean(&diffs), diffs.iter().copied().fold(0.0, f64::max), same as f64 / diffs.len() as f64)
+}
+
+struct LlamaFigures {
+    prefill_tok_s: f64,
+    decode_tok_s: f64,
+    peak_rss_mib: f64,
+}
+
+fn llama_bin_dir() -> anyhow::Result<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-llama-cpp");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| script.display().to_string())?;
+    if !out.status.success() {
+        bail!("{} failed ({})", script.display(), out.status);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(PathBuf::from(text.lines().last().unwrap_or("").trim()))
+}
+
+fn run_llama_bench(model: &Path, threads: usize, reps: usize) -> anyhow::Result<LlamaFigures> {
+    let bench = llama_bin_dir()?.join("llama-bench");
+    let mut child = Command::new(&bench)
+        .args(["-m", &model.to_string_lossy(), "-p", "512", "-n", "128", "-t", &threads.to_string()])
+        .args(["-r", &reps.to_string(), "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| bench.display().to_string())?;
+    let mut out = String::new();
+    child.stdout.take().expect("piped").read_to_string(&mut out)?;
+    let (status, rss) = wait_with_peak_rss(&child)?;
+    if status != 0 {
+        bail!("llama-bench failed (status {status})");
+    }
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&out).context("llama-bench JSON")?;
+    let rate = |prompt: u64, gen: u64| {
+        runs.iter()
+            .find(|r| r["n_prompt"].as_u64() == Some(prompt) && r["n_gen"].as_u64() == Some(gen))
+            .and_then(|r| r["avg_ts"].as_f64())
+            .with_context(|| format!("llama-bench result for n_prompt={prompt} n_gen={gen}"))
+    };
+    Ok(LlamaFigures { prefill_tok_s: rate(512, 0)?, decode_tok_s: rate(0, 128)?, peak_rss_mib: rss })
+}
+
+fn print_comparison(ours: &EngineFigures, ours_rss: f64, llama: &anyhow::Result<LlamaFigures>) {
+    let (p, d) = (mean(&ours.prefill_tok_s), mean(&ours.decode_tok_s));
+    println!("{:<28} {:>12} {:>12} {:>8}", "", "ours", "llama.cpp", "ratio");
+    match llama {
+        Ok(l) => {
+            println!(
+                "{:<28} {:>12.1} {:>12.1} {:>7.2}x",
+                "prefill tok/s (512 tokens)",
+                p,
+                l.prefill_tok_s,
+                p / l.prefill_tok_s
+            );
+            println!(
+                "{:<28} {:>12.1} {:>12.1} {:>7.2}x",
+                "decode tok/s (128 tokens)",
+                d,
+                l.decode_tok_s,
+                d / l.decode_tok_s
+            );
+            println!(
+                "{:<28} {:>12.1} {:>12.1} {:>7.2}x",
+                "peak RSS MiB",
+                ours_rss,
+                l.peak_rss_mib,
+                ours_rss / l.peak_rss_mib
+            );
+        }
+        Err(e) => {
+            println!("{:<28} {:>12.1}", "prefill tok/s (512 tokens)", p);
+            println!("{:<28} {:>12.1}", "decode tok/s (128 tokens)", d);
+            println!("{:<28} {:>12.1}", "peak RSS MiB", ours_rss);
+            println!("llama.cpp: not measured: {e:#}");
+        }
+    }
+    println!(
+        "(ours per repetition: prefill {:?}, decode {:?})",
+        ours.prefill_tok_s.iter().map(|v| v.round()).collect::<Vec<_>>(),
+        ours.decode_tok_s.iter().map(|v| v.round()).collect::<Vec<_>>()
+    );
+}
+
+/// Runs `f` repeatedly for about `budget` and returns the median time of one call.
+fn time_it(budget: Duration, mut f: impl FnMut()) -> Duration {
+    f();
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < budget || times.len() < 3 {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn qlinear_micro(model: &Path) -> anyhow::Result<()> {
+    let mut file = std::fs::File::open(model)?;
+    let content = gguf_file::Content::read(&mut file)?;
+    let names =
+        ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"];
+    println!("QLinear micro-benchmark (median per call; ratio = candle time / our time)");
+    println!(
+        "{:<24} {:>6} {:>12} {:>5} {:>12} {:>12} {:>8}",
+        "tensor", "dtype", "shape", "rows", "ours", "candle", "ratio"
+    );
+    for name in names {
+        let Ok(weight) = content.tensor(&mut file, name, &Device::Cpu) else { continue };
+        let dtype = weight.dtype();
+        let layer = QLinear::new(Arc::new(weight))?;
+        let (n, k) = (layer.out_features(), layer.in_features());
+        for m in [1usize, 512] {
+            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
+            let budget = Duration::from_millis(if m == 1 { 300 } else { 1500 });
+            let ours = time_it(budget, || {
+                layer.forward(&x).unwrap();
+            });
+            let candle = time_it(budget, || {
+                layer.forward_candle(&x).unwrap();
+            });
+            println!(
+                "{:<24} {:>6} {:>12} {:>5} {:>10.1}µs {:>10.1}µs {:>7.2}x",
+                name,
+                format!("{dtype:?}"),
+                format!("{n}x{k}"),
+                m,
+                ours.as_secs_f64() * 1e6,
+                candle.as_secs_f64() * 1e6,
+                candle.as_secs_f64() / ours.as_secs_f64()
+            );
+        }
+    }
+    Ok(())
+}
