@@ -49,8 +49,8 @@ fn greedy_generation_is_deterministic_and_sensible() {
 #[test]
 fn greedy_chat_answer_is_sensible() {
     let request = GenerateRequest {
-        prompt: Prompt::Chat(vec![ChatMessage::new("user", "What is 2 + 2? Answer with one number.")]),
-        max_tokens: 12,
+        prompt: Prompt::Chat(vec![ChatMessage::new("user", "What color is the sky on a clear day?")]),
+        max_tokens: 16,
         sampling: Sampling::GREEDY,
         stop: vec![],
         n: 1,
@@ -58,7 +58,9 @@ fn greedy_chat_answer_is_sensible() {
     let output = engine().generate_text(&request).unwrap();
     assert!(output.prompt_text.ends_with("<|im_start|>assistant\n"), "{:?}", output.prompt_text);
     let text = &output.sequences[0].text;
-    assert!(text.contains('4'), "{text:?}");
+    // A 135M model gets arithmetic wrong (llama.cpp's greedy answer to "2 + 2" is wrong too),
+    // but it knows the sky is blue.
+    assert!(text.to_lowercase().contains("blue"), "{text:?}");
 }
 
 #[test]
