@@ -1,4 +1,4 @@
-//! `repairbench run`: the default evaluation end to end, from a run configuration (embedded
+//! `repairbench run`: the default evaluation end to end (code repair and a HumanEval slice), from a run configuration (embedded
 //! `harness/run.toml` unless --config is given).
 
 use std::path::PathBuf;
@@ -68,9 +68,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         sampling,
     };
     super::swe::infer(model.as_mut(), &infer_plan)?;
-    drop(model);
 
-    // 2. Each patch is graded in the sandbox.
+    // 2. The same model solves a slice of HumanEval; completions run in the sandbox.
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runner = repairbench::suites::docker_runner(&runtime, 2)?;
+    let humaneval = repairbench::suites::humaneval_slice(
+        model.as_mut(),
+        &runner,
+        config.humaneval.limit,
+        &out.join("humaneval"),
+    )?;
+    drop((runner, runtime, model));
+
+    // 3. Each patch is graded in the sandbox.
     let mut settings = GradeSettings::new(String::new());
     settings.timeout = Duration::from_secs_f64(config.repair.timeout_s);
     let mut plan = GradePlan {
@@ -89,5 +99,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
 
     println!("== code repair ({})", config.repair.dataset.display());
     super::swe::print_summary(&report, &repair_out);
+    println!("== HumanEval (first {} problems)", config.humaneval.limit);
+    super::eval::print_summary(&humaneval);
     Ok(super::EXIT_OK)
 }
