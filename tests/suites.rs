@@ -281,3 +281,21 @@ fn humaneval_comes_whole_from_the_wheel() {
     assert_eq!(d[163].id, "HumanEval/163");
     assert!(d[0].field_text("prompt").unwrap().ends_with('\n'));
 }
+
+#[test]
+fn parquet_rows_equal_the_same_rows_in_jsonl() {
+    // tests/fixtures/suites/arc/test.parquet was written by pyarrow 26 from test.jsonl
+    // (snappy, the hub's usual compression), with nested struct and list columns.
+    let fields: Vec<String> = ["id", "question", "choices", "answerKey"].map(String::from).to_vec();
+    let from_jsonl = load_rows(&fixtures().join("arc/test.jsonl"), &fields).unwrap();
+    let from_parquet = load_rows(&fixtures().join("arc/test.parquet"), &fields).unwrap();
+    assert_eq!(from_parquet.len(), from_jsonl.len());
+    for (p, j) in from_parquet.iter().zip(&from_jsonl) {
+        assert_eq!(p.fields, j.fields);
+    }
+    // A file that is not Parquet is an error naming it.
+    let bad = tempfile::Builder::new().suffix(".parquet").tempfile().unwrap();
+    std::fs::write(bad.path(), b"not parquet").unwrap();
+    let err = load_rows(bad.path(), &fields).unwrap_err().to_string();
+    assert!(err.contains(&bad.path().display().to_string()) && err.contains("Parquet"), "{err}");
+}

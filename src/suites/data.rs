@@ -1,4 +1,5 @@
-//! Dataset rows from JSONL / JSON files (optionally gzip-compressed), each remembered with
+//! Dataset rows from JSONL / JSON files (optionally gzip-compressed) and Parquet files (the
+//! hub's format), each remembered with
 //! the file and line it came from so a bad row is reported where it is.
 
 use std::io::{BufRead, BufReader, Read};
@@ -84,10 +85,14 @@ pub fn load_rows(path: &Path, fields: &[String]) -> Result<Vec<Row>, SuiteError>
             };
             rows.push(Row { fields, path: path.to_path_buf(), line, index: i });
         }
-    } else if stem.ends_with(".parquet") {
-        return Err(row_err(path, 0, "Parquet files are not supported yet; convert to JSONL"));
+    } else if name.ends_with(".parquet") {
+        rows = parquet_rows(path)?;
     } else {
-        return Err(row_err(path, 0, "unknown data format (expected .jsonl, .json, optionally .gz)"));
+        return Err(row_err(
+            path,
+            0,
+            "unknown data format (expected .jsonl, .json, optionally .gz, or .parquet)",
+        ));
     }
     for row in &rows {
         for field in fields {
@@ -100,6 +105,28 @@ pub fn load_rows(path: &Path, fields: &[String]) -> Result<Vec<Row>, SuiteError>
                 ));
             }
         }
+    }
+    Ok(rows)
+}
+
+/// Rows of a Parquet file (the hub's dataset format), each as a JSON object; `line` is the
+/// 1-based row number.
+fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file =
+        std::fs::File::open(path).map_err(|source| SuiteError::Io { path: path.to_path_buf(), source })?;
+    let reader = SerializedFileReader::new(file)
+        .map_err(|e| row_err(path, 0, format!("not a readable Parquet file: {e}")))?;
+    let iter =
+        reader.get_row_iter(None).map_err(|e| row_err(path, 0, format!("reading Parquet rows: {e}")))?;
+    let mut rows = Vec::new();
+    for (index, row) in iter.enumerate() {
+        let line = index + 1;
+        let row = row.map_err(|e| row_err(path, line, format!("reading Parquet row: {e}")))?;
+        let Value::Object(fields) = row.to_json_value() else {
+            return Err(row_err(path, line, "expected a row of named columns"));
+        };
+        rows.push(Row { fields, path: path.to_path_buf(), line, index });
     }
     Ok(rows)
 }
