@@ -1,6 +1,6 @@
 //! Dataset rows from JSONL / JSON files (optionally gzip-compressed) and Parquet files (the
-//! hub's format), each remembered with
-//! the file and line it came from so a bad row is reported where it is.
+//! hub's format), each remembered with the file and line (or row) it came from, so a bad row
+//! is reported where it is.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
