@@ -262,13 +262,7 @@ pub async fn grade<S: Sandbox + 'static>(
         })
         .map_err(RunError::Report)?;
     for skip in &skipped {
-        reporter
-            .report(&ResultEvent::ItemSkipped {
-                id: skip.instance_id.clone(),
-                location: skip.location.clone(),
-                reason: skip.reason.clone(),
-            })
-            .map_err(RunError::Report)?;
+        reporter.report(&skip.event()).map_err(RunError::Report)?;
     }
 
     let locator =

@@ -98,13 +98,7 @@ pub fn infer(
         .report(&ResultEvent::RunStarted { run: "swe infer".into(), total: task_set.tasks.len(), resumed: 0 })
         .map_err(RunError::Report)?;
     for skip in &summary.skipped {
-        reporter
-            .report(&ResultEvent::ItemSkipped {
-                id: skip.instance_id.clone(),
-                location: skip.location.clone(),
-                reason: skip.reason.clone(),
-            })
-            .map_err(RunError::Report)?;
+        reporter.report(&skip.event()).map_err(RunError::Report)?;
     }
     let started = std::time::Instant::now();
     for task in &task_set.tasks {
@@ -121,13 +115,7 @@ pub fn infer(
                     instance_id: Some(task.instance_id.clone()),
                     reason,
                 };
-                reporter
-                    .report(&ResultEvent::ItemSkipped {
-                        id: skip.instance_id.clone(),
-                        location: skip.location.clone(),
-                        reason: skip.reason.clone(),
-                    })
-                    .map_err(RunError::Report)?;
+                reporter.report(&skip.event()).map_err(RunError::Report)?;
                 summary.skipped.push(skip);
                 continue;
             }

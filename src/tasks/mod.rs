@@ -117,6 +117,17 @@ pub struct Skipped {
     pub reason: String,
 }
 
+impl Skipped {
+    /// The event reporters show for this record.
+    pub fn event<R>(&self) -> crate::report::ResultEvent<R> {
+        crate::report::ResultEvent::ItemSkipped {
+            id: self.instance_id.clone(),
+            location: self.location.clone(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
 /// Errors that stop loading a whole file (a bad record only skips that record).
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -164,32 +175,14 @@ fn read_records<T: serde::de::DeserializeOwned>(
         let values: Vec<serde_json::Value> = serde_json::from_str(&text)
             .map_err(|source| LoadError::NotJson { path: path.to_owned(), what, source })?;
         for (index, value) in values.into_iter().enumerate() {
-            let location = format!("{shown}[{index}]");
-            let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
-            match serde_json::from_value::<T>(value) {
-                Ok(record) => records.push((location, record)),
-                Err(e) => skipped.push(Skipped {
-                    location,
-                    instance_id: id,
-                    reason: format!("expected {what}: {e}"),
-                }),
-            }
+            take_record(value, format!("{shown}[{index}]"), what, &mut records, &mut skipped);
         }
         return Ok((records, skipped));
     }
     if !is_jsonl && trimmed.starts_with('{') {
         // A single pretty-printed object (a task folder's task.json) is one record.
         if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
-            let location = format!("{shown}:1");
-            let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
-            match serde_json::from_value::<T>(value) {
-                Ok(record) => records.push((location, record)),
-                Err(e) => skipped.push(Skipped {
-                    location,
-                    instance_id: id,
-                    reason: format!("expected {what}: {e}"),
-                }),
-            }
+            take_record(value, format!("{shown}:1"), what, &mut records, &mut skipped);
             return Ok((records, skipped));
         }
     }
@@ -209,15 +202,26 @@ fn read_records<T: serde::de::DeserializeOwned>(
                 continue;
             }
         };
-        let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
-        match serde_json::from_value::<T>(value) {
-            Ok(record) => records.push((location, record)),
-            Err(e) => {
-                skipped.push(Skipped { location, instance_id: id, reason: format!("expected {what}: {e}") })
-            }
-        }
+        take_record(value, location, what, &mut records, &mut skipped);
     }
     Ok((records, skipped))
+}
+
+/// Turns one JSON value into a record, or into a [`Skipped`] entry saying what was expected.
+fn take_record<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    location: String,
+    what: &'static str,
+    records: &mut Vec<(String, T)>,
+    skipped: &mut Vec<Skipped>,
+) {
+    let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
+    match serde_json::from_value::<T>(value) {
+        Ok(record) => records.push((location, record)),
+        Err(e) => {
+            skipped.push(Skipped { location, instance_id: id, reason: format!("expected {what}: {e}") })
+        }
+    }
 }
 
 /// Loads tasks from a JSON/JSONL dataset file, a task folder (`task.json` + `repo.bundle`)
