@@ -13,8 +13,8 @@ use repairbench::suites::load_suite;
 use repairbench::suites::prompt::{build_prompt, choice_item, make_docs};
 
 fn main() -> anyhow::Result<()> {
-    let model_path = std::env::var("SUITES_BENCH_MODEL")
-        .unwrap_or_else(|_| "/work/models/SmolLM2-135M-Instruct.Q4_1.gguf".to_string());
+    let model_path = std::env::var(repairbench::env::BENCH_MODEL)
+        .unwrap_or_else(|_| repairbench::model::DEFAULT_MODEL.to_string());
     let mut engine = Engine::load(&model_path)?;
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites/mmlu");
 

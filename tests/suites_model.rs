@@ -8,7 +8,7 @@ use repairbench::model::{Engine, LanguageModel};
 use repairbench::suites::config::Suite;
 use repairbench::suites::{evaluate, load_suite, EvalOptions, SampleRecord, SuiteError};
 
-const MODEL: &str = "/work/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const MODEL: &str = repairbench::model::DEFAULT_MODEL;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites")

