@@ -608,47 +608,43 @@ pub fn evaluate(
     let (mut computed, mut resumed) = (0usize, 0usize);
     let mut records: HashMap<(u64, String), SampleRecord> = HashMap::new();
     for &seed in &seeds {
-        let mut pending: Vec<Doc> = Vec::new();
+        let mut todo: Vec<Doc> = Vec::new();
         for doc in &docs {
             if let Some(r) = existing.get(&(seed, doc.id.clone())).filter(|r| r.row_sha256 == row_sha256(doc))
             {
                 records.insert((seed, doc.id.clone()), r.clone());
                 resumed += 1;
                 progress.inc(1);
-                continue;
-            }
-            match kind {
-                SuiteKind::MultipleChoice | SuiteKind::Generate => {
-                    let record = if kind == SuiteKind::MultipleChoice {
-                        run.multiple_choice(seed, doc)?
-                    } else {
-                        run.generate(seed, doc)?
-                    };
-                    writer.append(&record)?;
-                    records.insert((seed, doc.id.clone()), record);
-                    computed += 1;
-                    progress.inc(1);
-                }
-                SuiteKind::Code => {
-                    pending.push(doc.clone());
-                    if pending.len() >= opts.code_batch.max(1) {
-                        for record in run.code_batch(seed, &pending)? {
-                            writer.append(&record)?;
-                            records.insert((seed, record.doc_id.clone()), record);
-                            computed += 1;
-                            progress.inc(1);
-                        }
-                        pending.clear();
-                    }
-                }
+            } else {
+                todo.push(doc.clone());
             }
         }
-        if !pending.is_empty() {
-            for record in run.code_batch(seed, &pending)? {
-                writer.append(&record)?;
-                records.insert((seed, record.doc_id.clone()), record);
-                computed += 1;
-                progress.inc(1);
+        // Each record is appended as soon as it exists, so a crash keeps it.
+        let mut keep = |record: SampleRecord| -> Result<(), SuiteError> {
+            writer.append(&record)?;
+            records.insert((seed, record.doc_id.clone()), record);
+            computed += 1;
+            progress.inc(1);
+            Ok(())
+        };
+        match kind {
+            SuiteKind::MultipleChoice => {
+                for doc in &todo {
+                    keep(run.multiple_choice(seed, doc)?)?;
+                }
+            }
+            SuiteKind::Generate => {
+                for doc in &todo {
+                    keep(run.generate(seed, doc)?)?;
+                }
+            }
+            // Many programs per container, to keep the sandbox overhead low.
+            SuiteKind::Code => {
+                for batch in todo.chunks(opts.code_batch.max(1)) {
+                    for record in run.code_batch(seed, batch)? {
+                        keep(record)?;
+                    }
+                }
             }
         }
     }
