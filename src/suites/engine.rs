@@ -222,13 +222,21 @@ fn row_sha256(doc: &Doc) -> String {
     sha256_hex(&serde_json::to_string(&doc.row.fields).expect("a JSON map serializes"))
 }
 
-fn sampling_for(suite: &Suite, seed: u64, doc: &Doc) -> Sampling {
+/// The request for one item of a generation suite: the suite's generation settings, and a
+/// sampling seed from (run seed, document id) so an item's output does not depend on order.
+fn generation_request(suite: &Suite, text: &str, seed: u64, doc: &Doc) -> GenerateRequest {
     let g = suite.generation().expect("generation suites have [generation]");
-    Sampling {
-        temperature: g.temperature,
-        top_k: g.top_k,
-        top_p: g.top_p,
-        seed: stable_hash(&[b"sample", &seed.to_le_bytes(), doc.id.as_bytes()]),
+    GenerateRequest {
+        prompt: to_model_prompt(suite, text),
+        max_tokens: g.max_tokens,
+        sampling: Sampling {
+            temperature: g.temperature,
+            top_k: g.top_k,
+            top_p: g.top_p,
+            seed: stable_hash(&[b"sample", &seed.to_le_bytes(), doc.id.as_bytes()]),
+        },
+        stop: g.stop.clone(),
+        n: g.n,
     }
 }
 
@@ -310,14 +318,7 @@ impl Run<'_, '_> {
 
     fn generate(&mut self, seed: u64, doc: &Doc) -> Result<SampleRecord, SuiteError> {
         let prompt = build_prompt(self.suite, &self.pool, doc, None, self.shots, seed)?;
-        let g = self.suite.generation().expect("checked at load").clone();
-        let request = GenerateRequest {
-            prompt: to_model_prompt(self.suite, &prompt),
-            max_tokens: g.max_tokens,
-            sampling: sampling_for(self.suite, seed, doc),
-            stop: g.stop.clone(),
-            n: g.n,
-        };
+        let request = generation_request(self.suite, &prompt, seed, doc);
         let out = self
             .model()
             .generate(&request)
@@ -374,7 +375,6 @@ impl Run<'_, '_> {
             let (sent, completions) = match &self.completions {
                 Some(map) => (prompt.clone(), map.get(&doc.id).cloned().unwrap_or_default()),
                 None => {
-                    let g = self.suite.generation().expect("checked at load").clone();
                     let mut sent = prompt.clone();
                     if self.suite.def.prompt.strip_trailing_newline && sent.ends_with('\n') {
                         sent.pop();
@@ -382,13 +382,7 @@ impl Run<'_, '_> {
                             sent.pop();
                         }
                     }
-                    let request = GenerateRequest {
-                        prompt: to_model_prompt(self.suite, &sent),
-                        max_tokens: g.max_tokens,
-                        sampling: sampling_for(self.suite, seed, doc),
-                        stop: g.stop.clone(),
-                        n: g.n,
-                    };
+                    let request = generation_request(self.suite, &sent, seed, doc);
                     let out = self.model().generate(&request).map_err(|e| SuiteError::Model {
                         doc_id: doc.id.clone(),
                         message: format!("{e:#}"),
