@@ -15,3 +15,16 @@ pub mod sandbox;
 pub mod stats;
 pub mod suites;
 pub mod tasks;
+
+/// An error and its `#[source]` chain on one line (`outer: cause: root cause`), for reports
+/// and logs that keep text only.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -162,12 +162,21 @@ fn verdicts_for_hanging_breaking_test_editing_partial_flaky_and_bad_input() {
             "{slug}\nimport atexit as _atexit\nimport sys as _sys\n_atexit.register(lambda: _sys.stdout.write(\"PASSED tests/test_slug.py::test_repeated_separators_collapse\\nPASSED tests/test_slug.py::test_no_separator_at_the_ends\\n\"))\n"
         );
         predictions.push(("fake-pass", slug_diff(&fake)));
-        // The gold fix, but the custom-separator test (PASS_TO_PASS) fails on its first run only.
+        // The gold fix, but the custom-separator test (PASS_TO_PASS) fails one run in four, at
+        // random: reruns of the whole command in fresh environments let it pass.
         let flaky = fixed.replace(
             "    words = []\n",
-            "    import os\n    mark = os.path.join(os.path.dirname(__file__), \".ran-once\")\n    if separator != \"-\" and not os.path.exists(mark):\n        open(mark, \"w\").close()\n        return \"\"\n    words = []\n",
+            "    import os\n    if separator != \"-\" and os.urandom(1)[0] < 64:\n        return \"\"\n    words = []\n",
         );
         predictions.push(("flaky", slug_diff(&flaky)));
+        // The gold fix, but the custom-separator test fails whenever it runs after two other
+        // calls: always in the full run, never alone. Rerunning only the failing test would
+        // call it flaky; rerunning the whole command does not.
+        let order = fixed.replace(
+            "    words = []\n",
+            "    global _calls\n    _calls = globals().get(\"_calls\", 0) + 1\n    if separator != \"-\" and _calls > 2:\n        return \"\"\n    words = []\n",
+        );
+        predictions.push(("order-dependent", slug_diff(&order)));
         // A syntax error: nothing can be collected, but the tests run fine without the patch.
         predictions.push(("broken-import", slug_diff(&fixed.replace("def slugify(text, separator=\"-\"):", "def slugify(text, separator=\"-\")"))));
         // The gold patch with wrong line numbers and no header.
@@ -213,6 +222,7 @@ fn verdicts_for_hanging_breaking_test_editing_partial_flaky_and_bad_input() {
         let mut plan = plan(&dataset, PredictionSource::File(preds.clone()), &out, &cache, &image);
         plan.repos = Some(repos_dir);
         plan.settings.timeout = Duration::from_secs(20);
+        plan.settings.flaky_reruns = 5;
         let report = grade(&sandbox, &plan).await;
         let results = by_id(&report);
         let get = |suffix: &str| results.get(&format!("acme__textkit-{suffix}")).unwrap_or_else(|| panic!("{suffix} graded"));
@@ -233,7 +243,8 @@ fn verdicts_for_hanging_breaking_test_editing_partial_flaky_and_bad_input() {
 
         let edits = get("edits-tests");
         assert_eq!(edits.verdict, Verdict::Unresolved, "{summary:#?}");
-        assert_eq!(edits.reverted_test_files, vec!["tests/test_slug.py".to_string(), "tests/conftest.py".to_string()]);
+        let put_back: Vec<&str> = edits.tampering.iter().map(|t| t.path.as_str()).collect();
+        assert_eq!(put_back, ["tests/conftest.py", "tests/test_slug.py"]);
         assert_eq!(edits.tests_status.fail_to_pass.failure.len(), 2);
 
         let fake = get("fake-pass");
@@ -249,8 +260,15 @@ fn verdicts_for_hanging_breaking_test_editing_partial_flaky_and_bad_input() {
 
         let flaky = get("flaky");
         assert_eq!(flaky.verdict, Verdict::Resolved, "{summary:#?}");
-        assert_eq!(flaky.flaky_tests, vec!["tests/test_slug.py::test_custom_separator".to_string()]);
-        assert!(out.join(&flaky.log_dir).join("reruns.txt").is_file());
+        assert!(flaky.flaky_tests.iter().all(|t| t == "tests/test_slug.py::test_custom_separator"), "{:?}", flaky.flaky_tests);
+        assert_eq!(out.join(&flaky.log_dir).join("reruns.txt").is_file(), !flaky.flaky_tests.is_empty());
+
+        let order = get("order-dependent");
+        assert_eq!(order.verdict, Verdict::Unresolved, "{summary:#?}");
+        assert!(order.flaky_tests.is_empty(), "fails in every full run: not flaky");
+        assert_eq!(order.tests_status.pass_to_pass.failure, vec!["tests/test_slug.py::test_custom_separator".to_string()]);
+        let reruns = std::fs::read_to_string(out.join(&order.log_dir).join("reruns.txt")).unwrap();
+        assert_eq!(reruns.matches("===== rerun").count(), 5, "every rerun ran the whole command");
 
         let broken = get("broken-import");
         assert_eq!(broken.verdict, Verdict::Unresolved, "the patch's fault, not the environment's: {summary:#?}");
@@ -347,4 +365,213 @@ fn a_killed_run_resumes_without_losing_or_redoing_work() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["summary"]["verdicts"]["empty_patch"], 3);
+}
+
+/// A pytest plugin that reports every test as passed, wherever pytest would load it from.
+const FORCE_PASS: &str = "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    outcome = yield\n    report = outcome.get_result()\n    report.outcome = \"passed\"\n    report.longrepr = None\n";
+
+/// Library code (appended to slug.py, the module under test) for each results attack.
+const SKIP_FROM_LIBRARY: &str = r#"
+_unfixed = slugify
+
+
+def slugify(text, separator="-"):
+    import pytest
+    if text in ("Hello,  World", "  Hello World!"):
+        pytest.skip("not applicable on this platform")
+    return _unfixed(text, separator)
+"#;
+
+const REWRITE_AT_EXIT: &str = r#"
+import atexit as _atexit
+
+
+def _passify(xml):
+    import re
+    xml = re.sub(rb"<failure[^>]*>.*?</failure>", b"", xml, flags=re.S)
+    return re.sub(rb'failures="[0-9]+"', b'failures="0"', xml)
+
+
+def _forge():
+    import json, os
+    for root in ("/workspace", "/tmp"):
+        for folder, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    data = open(path, "rb").read()
+                except OSError:
+                    continue
+                if b"<testcase" in data:
+                    open(path, "wb").write(_passify(data))
+                elif b"junit_hex" in data:
+                    value = json.loads(data)
+                    value["junit_hex"] = _passify(bytes.fromhex(value["junit_hex"])).hex()
+                    open(path, "w").write(json.dumps(value))
+
+
+_atexit.register(_forge)
+"#;
+
+const DELETE_AND_PRINT_AT_EXIT: &str = r#"
+import atexit as _atexit
+
+
+def _vanish():
+    import os, sys
+    for root in ("/workspace", "/tmp"):
+        for folder, _, files in os.walk(root):
+            for name in files:
+                if name.endswith((".json", ".xml")):
+                    os.remove(os.path.join(folder, name))
+    sys.stdout.write(
+        "=========================== short test summary info ============================\n"
+        "PASSED tests/test_slug.py::test_simple_words\n"
+        "PASSED tests/test_slug.py::test_accents_are_dropped\n"
+        "PASSED tests/test_slug.py::test_custom_separator\n"
+        "PASSED tests/test_slug.py::test_repeated_separators_collapse\n"
+        "PASSED tests/test_slug.py::test_no_separator_at_the_ends\n"
+        "============================== 5 passed in 0.01s ===============================\n"
+    )
+    sys.stdout.flush()
+
+
+_atexit.register(_vanish)
+"#;
+
+/// Fixes the bug only if the test process can see where results go or how they are signed.
+const LEAK_PROBE: &str = r#"
+def _leaked():
+    import glob, os, sys
+    seen = list(os.environ.values()) + list(sys.argv)
+    seen.append(open("/proc/self/cmdline", "rb").read().decode("utf-8", "replace"))
+    if any("rb-results" in s or "handoff" in s or "JUNIT" in s.upper() for s in seen):
+        return True
+    return bool(glob.glob("/workspace/**/handoff.json", recursive=True) + glob.glob("/workspace/.rb-results*"))
+
+
+if _leaked():
+    def slugify(text, separator="-"):
+        import re
+        return separator.join(re.findall(r"[a-z0-9]+", _ascii(text).lower()))
+"#;
+
+#[test]
+fn hostile_patches_earn_no_credit_and_write_nothing_outside() {
+    runtime().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let sample = tasks::load_tasks(&issues().join("textkit-slugify")).unwrap().tasks.remove(0);
+        let slug = base_file(&sample, &cache, "textkit/slug.py");
+        let pyproject = base_file(&sample, &cache, "pyproject.toml");
+        let readme = base_file(&sample, &cache, "README.md");
+        let slug_with = |code: &str| file_diff("textkit/slug.py", &slug, &format!("{slug}{code}"));
+        let new_file = |path: &str, text: &str| {
+            file_diff(path, "", text).replace(&format!("--- a/{path}"), "--- /dev/null").replacen(
+                &format!("diff --git a/{path} b/{path}\n"),
+                &format!("diff --git a/{path} b/{path}\nnew file mode 100644\n"),
+                1,
+            )
+        };
+        let escape = dir.path().join("escape.txt");
+        let mut attacks: Vec<(&str, String)> = Vec::new();
+        // Paths: climbing out on each apply route, absolute, through git's folder.
+        attacks.push(("climb-git2", new_file("../../escape.txt", "pwned\n")));
+        attacks.push(("climb-normalized", "--- /dev/null\n+++ b/../../escape.txt\n@@ -0,0 +1,9 @@\n+pwned\n".into()));
+        attacks.push(("absolute", format!("--- /dev/null\n+++ {}\n@@ -0,0 +1 @@\n+pwned\n", escape.display())));
+        attacks.push(("git-dir", new_file(".git/hooks/post-checkout", "#!/bin/sh\ntouch /tmp/pwned\n")));
+        // Test infrastructure: a conftest under a C-quoted name, one made by renaming a file,
+        // a plugin through pyproject's addopts, through setup.cfg, through pytest.ini.
+        let quoted = new_file("tests/conftest.py", FORCE_PASS).replace("a/tests/conftest.py", "\"a/tests/conf\\164est.py\"").replace("b/tests/conftest.py", "\"b/tests/conf\\164est.py\"");
+        attacks.push(("quoted-conftest", quoted));
+        let renamed = file_diff("conftest.py", &readme, FORCE_PASS)
+            .replace("diff --git a/conftest.py b/conftest.py\n", "diff --git a/README.md b/conftest.py\nsimilarity index 0%\nrename from README.md\nrename to conftest.py\n")
+            .replace("--- a/conftest.py", "--- a/README.md");
+        attacks.push(("renamed-conftest", renamed));
+        let plugin = new_file("textkit/evil.py", FORCE_PASS);
+        let addopts = pyproject.replace("[tool.pytest.ini_options]\n", "[tool.pytest.ini_options]\naddopts = \"-p textkit.evil\"\n");
+        assert_ne!(addopts, pyproject);
+        attacks.push(("pyproject-addopts", format!("{}{plugin}", file_diff("pyproject.toml", &pyproject, &addopts))));
+        let no_section = pyproject.replace("[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n", "");
+        assert_ne!(no_section, pyproject);
+        attacks.push((
+            "setup-cfg-addopts",
+            format!("{}{}{plugin}", file_diff("pyproject.toml", &pyproject, &no_section), new_file("setup.cfg", "[tool:pytest]\naddopts = -p textkit.evil\n")),
+        ));
+        attacks.push(("pytest-ini", format!("{}{plugin}", new_file("pytest.ini", "[pytest]\naddopts = -p textkit.evil\n"))));
+        attacks.push(("sitecustomize", new_file("sitecustomize.py", "import builtins\n")));
+        // Results: skipped or xfailed from library code, the report rewritten or deleted at
+        // exit with a printed summary, and a probe for the results channel's secrets.
+        attacks.push(("skip-from-library", slug_with(SKIP_FROM_LIBRARY)));
+        attacks.push(("xfail-from-library", slug_with(&SKIP_FROM_LIBRARY.replace("pytest.skip(", "pytest.xfail("))));
+        attacks.push(("rewrite-at-exit", slug_with(REWRITE_AT_EXIT)));
+        attacks.push(("delete-and-print-at-exit", slug_with(DELETE_AND_PRINT_AT_EXIT)));
+        attacks.push(("leak-probe", slug_with(LEAK_PROBE)));
+
+        let mut lines = Vec::new();
+        let mut preds = Vec::new();
+        for (name, patch) in &attacks {
+            let mut task = sample.clone();
+            task.instance_id = format!("attack-{name}");
+            lines.push(serde_json::to_string(&task).unwrap());
+            preds.push(serde_json::json!({"instance_id": task.instance_id, "model_name_or_path": "hostile", "model_patch": patch}).to_string());
+        }
+        let dataset = dir.path().join("attacks.jsonl");
+        std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
+        let preds_file = dir.path().join("preds.jsonl");
+        std::fs::write(&preds_file, preds.join("\n") + "\n").unwrap();
+        let repos_dir = dir.path().join("repos");
+        std::fs::create_dir_all(repos_dir.join("acme")).unwrap();
+        std::fs::copy(sample.bundle.as_ref().unwrap(), repos_dir.join("acme/textkit.bundle")).unwrap();
+        let out = dir.path().join("out");
+        let mut plan = plan(&dataset, PredictionSource::File(preds_file), &out, &cache, &image);
+        plan.repos = Some(repos_dir);
+        plan.settings.flaky_reruns = 0;
+        let report = grade(&sandbox, &plan).await;
+        let results = by_id(&report);
+        let get = |name: &str| results.get(&format!("attack-{name}")).unwrap_or_else(|| panic!("{name} graded"));
+        let table: Vec<String> = report
+            .instances
+            .iter()
+            .map(|r| format!("{} {:?} {:?} {:?} {:?}", r.instance_id, r.verdict, r.reason, r.detail, r.tampering))
+            .collect();
+
+        // No attack earns credit.
+        assert_eq!(report.summary.total, attacks.len());
+        assert_eq!(report.summary.resolved, 0, "{table:#?}");
+        for name in ["climb-git2", "climb-normalized", "absolute", "git-dir"] {
+            let r = get(name);
+            assert_eq!((r.verdict, r.reason.as_deref()), (Verdict::PatchApplyFailed, Some("unsafe_path")), "{name}: {table:#?}");
+        }
+        let put_back = |name: &str| get(name).tampering.iter().map(|t| t.path.clone()).collect::<Vec<_>>();
+        assert_eq!(put_back("quoted-conftest"), ["tests/conftest.py"], "{table:#?}");
+        assert_eq!(put_back("renamed-conftest"), ["conftest.py"], "{table:#?}");
+        assert_eq!(put_back("pyproject-addopts"), ["pyproject.toml"], "{table:#?}");
+        assert_eq!(put_back("setup-cfg-addopts"), ["pyproject.toml", "setup.cfg"], "{table:#?}");
+        assert_eq!(put_back("pytest-ini"), ["pytest.ini"], "{table:#?}");
+        assert_eq!(put_back("sitecustomize"), ["sitecustomize.py"], "{table:#?}");
+        for name in ["quoted-conftest", "renamed-conftest", "pyproject-addopts", "setup-cfg-addopts", "pytest-ini", "skip-from-library", "xfail-from-library", "leak-probe"] {
+            let r = get(name);
+            assert_eq!(r.verdict, Verdict::Unresolved, "{name}: {table:#?}");
+            assert_eq!(r.tests_status.fail_to_pass.failure.len(), 2, "{name}: {table:#?}");
+        }
+        for name in ["rewrite-at-exit", "delete-and-print-at-exit"] {
+            let r = get(name);
+            assert_eq!((r.verdict, r.reason.as_deref()), (Verdict::Error, Some("results_tampered")), "{name}: {table:#?}");
+        }
+        // The printed forgery is in the log; it was not believed.
+        let log = std::fs::read_to_string(out.join(&get("delete-and-print-at-exit").log_dir).join("test_output.txt")).unwrap();
+        assert!(log.contains("5 passed in 0.01s"));
+
+        // Nothing was written outside: not beside the output, not in /tmp, not into the cache.
+        assert!(!escape.exists());
+        assert!(!dir.path().parent().unwrap().join("escape.txt").exists());
+        assert!(!Path::new("/tmp/pwned").exists());
+        let mirrors: Vec<_> = std::fs::read_dir(cache.join("bundles")).unwrap().flatten().collect();
+        for mirror in mirrors {
+            let repo = git2::Repository::open(mirror.path()).unwrap();
+            assert!(!repo.path().join("hooks/post-checkout").exists());
+        }
+    });
 }

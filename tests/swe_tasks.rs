@@ -130,13 +130,12 @@ fn repositories_from_repos_dir_bundles_and_url_template() {
     std::fs::copy(&bundle, repos_dir.path().join("acme/textkit.bundle")).unwrap();
     let locator = RepoLocator::new(Some(repos_dir.path().into()), None, cache.path().into());
     let found = locator.locate(&task).unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let repo = repos::checkout(&found, &task.repo, &task.base_commit, &work.path().join("w")).unwrap();
-    assert!(work.path().join("w/textkit/slug.py").is_file());
+    let (repo, _) = repos::open_commit(&found, &task.repo, &task.base_commit).unwrap();
+    assert!(repos::read_at_commit(&repo, &task.base_commit, "textkit/slug.py").is_some());
     assert!(repos::list_files(&repo, &task.base_commit).contains(&"tests/test_slug.py".to_string()));
 
     // A missing commit is a clear error.
-    let err = repos::checkout(&found, &task.repo, "deadbeefdeadbeef", &work.path().join("x")).err().unwrap();
+    let err = repos::open_commit(&found, &task.repo, "deadbeefdeadbeef").err().unwrap();
     assert!(matches!(err, RepoError::MissingCommit { .. }));
     assert_eq!(err.to_string(), "repository acme/textkit: commit deadbeefdeadbeef not found");
 
@@ -161,7 +160,7 @@ fn repositories_from_repos_dir_bundles_and_url_template() {
     let by_url = RepoLocator::new(None, Some(template), cache.path().into());
     let mirror = by_url.locate(&task).unwrap();
     assert!(mirror.starts_with(cache.path().join("mirrors")));
-    assert!(repos::checkout(&mirror, &task.repo, &task.base_commit, &work.path().join("y")).is_ok());
+    assert!(repos::open_commit(&mirror, &task.repo, &task.base_commit).is_ok());
 
     // Nothing anywhere: the error names what was searched and why the clone failed.
     task.repo = "acme/missing".into();

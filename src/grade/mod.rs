@@ -1,11 +1,14 @@
 //! Grading test runs: structured reports and log parsers to per-test status, then verdicts.
 //!
-//! Definitions follow SWE-bench's harness: a test counts as passing when its status is
-//! PASSED or XFAIL, as failing when it is FAILED or ERROR or missing from the run; FAIL_TO_PASS
-//! and PASS_TO_PASS rates are successes over (successes + failures), 1 when both are empty;
-//! FULL when both rates are 1, PARTIAL when FAIL_TO_PASS is strictly between 0 and 1 and
-//! PASS_TO_PASS is 1, NO otherwise; resolved means FULL.
+//! Definitions follow SWE-bench's harness, stricter where a patch could otherwise earn credit
+//! without fixing anything: a FAIL_TO_PASS test succeeds only when it PASSED (skipped, xfailed,
+//! failed, errored or missing is a failure, so `pytest.skip()` raised from library code earns
+//! nothing); a PASS_TO_PASS test succeeds when it PASSED or XFAILed as before, and fails when it
+//! failed, errored, is missing or was skipped. Rates are successes over (successes + failures),
+//! 1 when both are empty; FULL when both rates are 1, PARTIAL when FAIL_TO_PASS is strictly
+//! between 0 and 1 and PASS_TO_PASS is 1, NO otherwise; resolved means FULL.
 
+pub mod channel;
 pub mod junit;
 pub mod pytest_log;
 
@@ -44,10 +47,6 @@ fn passed(test: &str, map: &StatusMap) -> bool {
     matches!(map.get(test), Some(TestStatus::Passed | TestStatus::Xfail))
 }
 
-fn failed(test: &str, map: &StatusMap) -> bool {
-    matches!(map.get(test), None | Some(TestStatus::Failed | TestStatus::Error))
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SuccessFailure {
     pub success: Vec<String>,
@@ -75,22 +74,23 @@ pub struct TestsStatus {
     pub pass_to_pass: SuccessFailure,
 }
 
-fn split(tests: &[String], map: &StatusMap) -> SuccessFailure {
-    let mut out = SuccessFailure::default();
-    for test in tests {
-        if passed(test, map) {
-            out.success.push(test.clone());
-        } else if failed(test, map) {
-            out.failure.push(test.clone());
-        }
-        // SKIPPED counts as neither, as in SWE-bench.
-    }
-    out
-}
-
 /// Splits FAIL_TO_PASS and PASS_TO_PASS into successes and failures under `map`.
 pub fn tests_status(fail_to_pass: &[String], pass_to_pass: &[String], map: &StatusMap) -> TestsStatus {
-    TestsStatus { fail_to_pass: split(fail_to_pass, map), pass_to_pass: split(pass_to_pass, map) }
+    let split = |tests: &[String], success: fn(Option<&TestStatus>) -> bool| {
+        let mut out = SuccessFailure::default();
+        for test in tests {
+            if success(map.get(test)) {
+                out.success.push(test.clone());
+            } else {
+                out.failure.push(test.clone());
+            }
+        }
+        out
+    };
+    TestsStatus {
+        fail_to_pass: split(fail_to_pass, |s| s == Some(&TestStatus::Passed)),
+        pass_to_pass: split(pass_to_pass, |s| matches!(s, Some(TestStatus::Passed | TestStatus::Xfail))),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,9 +156,8 @@ impl Verdict {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StatusSource {
+    /// The JUnit report signed by the harness plugin, checked against pytest's summary.
     Junit,
-    /// The pytest `-rA` summary section of the log (no report file was written).
-    LogSummary,
 }
 
 /// Statuses after flaky reruns: PASS_TO_PASS tests that failed and then passed on a rerun
@@ -196,8 +195,11 @@ mod tests {
         use TestStatus::*;
         let f2p = ids(&["t::a", "t::b"]);
         let p2p = ids(&["t::c"]);
-        let full = tests_status(&f2p, &p2p, &map(&[("t::a", Passed), ("t::b", Xfail), ("t::c", Passed)]));
+        let full = tests_status(&f2p, &p2p, &map(&[("t::a", Passed), ("t::b", Passed), ("t::c", Xfail)]));
         assert_eq!(resolution(&full), Resolution::Full);
+        // An xfailed FAIL_TO_PASS test was not fixed.
+        let xfail = tests_status(&f2p, &p2p, &map(&[("t::a", Passed), ("t::b", Xfail), ("t::c", Passed)]));
+        assert_eq!(xfail.fail_to_pass.failure, ids(&["t::b"]));
         let partial = tests_status(&f2p, &p2p, &map(&[("t::a", Passed), ("t::b", Failed), ("t::c", Passed)]));
         assert_eq!(resolution(&partial), Resolution::Partial);
         assert_eq!(partial.fail_to_pass.failure, ids(&["t::b"]));
@@ -205,11 +207,14 @@ mod tests {
         let broke = tests_status(&f2p, &p2p, &map(&[("t::a", Passed), ("t::b", Passed)]));
         assert_eq!(broke.pass_to_pass.failure, ids(&["t::c"]));
         assert_eq!(resolution(&broke), Resolution::No);
-        // Skipped is neither success nor failure.
+        // Skipped is a failure on both lists (SWE-bench counts it as neither).
         let skipped =
             tests_status(&f2p, &p2p, &map(&[("t::a", Passed), ("t::b", Skipped), ("t::c", Passed)]));
-        assert_eq!(skipped.fail_to_pass, SuccessFailure { success: ids(&["t::a"]), failure: vec![] });
-        assert_eq!(resolution(&skipped), Resolution::Full);
+        assert_eq!(skipped.fail_to_pass, SuccessFailure { success: ids(&["t::a"]), failure: ids(&["t::b"]) });
+        assert_eq!(resolution(&skipped), Resolution::Partial);
+        let p2p_skipped =
+            tests_status(&f2p, &p2p, &map(&[("t::a", Passed), ("t::b", Passed), ("t::c", Skipped)]));
+        assert_eq!(resolution(&p2p_skipped), Resolution::No);
         let none = tests_status(&f2p, &p2p, &map(&[("t::c", Passed)]));
         assert_eq!(resolution(&none), Resolution::No);
     }

@@ -1,9 +1,10 @@
-//! pytest logs (`-rA`) to per-test status, the fallback when no JUnit report was written.
+//! pytest logs (`-rA`) to per-test status. Grading reads the signed JUnit report
+//! ([`super::channel`]); the summary read here is what that report is checked against.
 //!
 //! [`parse_whole_log`] reads every line the way SWE-bench's pytest parser does: a line that
 //! starts with a status word names a test (for FAILED, ` - ` is treated as a space) and a later
 //! line wins. That lets code under test forge results by printing `PASSED tests/x.py::y`, so
-//! grading uses [`parse_summary`]: the same rule applied only inside the last
+//! the check uses [`parse_summary`]: the same rule applied only inside the last
 //! `short test summary info` section, which pytest writes after all captured output, and only
 //! up to the closing `=== N passed in Xs ===` line (an `atexit` print comes after it).
 
@@ -13,6 +14,10 @@ fn read_line(line: &str, map: &mut StatusMap) {
     if !["FAILED", "PASSED", "SKIPPED", "ERROR", "XFAIL"].iter().any(|w| line.starts_with(w)) {
         return;
     }
+    read_status_line(line, map);
+}
+
+fn read_status_line(line: &str, map: &mut StatusMap) {
     let line = if line.starts_with("FAILED") { line.replace(" - ", " ") } else { line.to_owned() };
     let mut parts = line.split_whitespace();
     let (Some(status), Some(test)) = (parts.next(), parts.next()) else {
@@ -46,6 +51,19 @@ fn is_final_line(line: &str) -> bool {
 
 /// The statuses in the last `short test summary info` section; `None` if there is none.
 pub fn parse_summary(log: &str) -> Option<StatusMap> {
+    summary_lines(log, read_line)
+}
+
+/// [`parse_summary`], also reading `XPASS` lines as passed (as the JUnit report has them),
+/// for checking the report against the summary.
+pub fn parse_summary_outcomes(log: &str) -> Option<StatusMap> {
+    summary_lines(log, |line, map| match line.strip_prefix("XPASS") {
+        Some(rest) => read_status_line(&format!("PASSED{rest}"), map),
+        None => read_line(line, map),
+    })
+}
+
+fn summary_lines(log: &str, read: impl Fn(&str, &mut StatusMap)) -> Option<StatusMap> {
     let lines: Vec<&str> = log.split('\n').collect();
     let start = lines.iter().rposition(|l| is_banner(l, "short test summary info"))?;
     let mut map = StatusMap::new();
@@ -53,7 +71,7 @@ pub fn parse_summary(log: &str) -> Option<StatusMap> {
         if is_final_line(line) {
             break;
         }
-        read_line(line, &mut map);
+        read(line, &mut map);
     }
     Some(map)
 }

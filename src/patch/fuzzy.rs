@@ -1,9 +1,7 @@
 //! Our own last-resort applier: each hunk is placed where its old lines are found, searching
 //! outward from the line its header names, first exactly, then ignoring whitespace. Context
-//! lines keep the file's own text; only removed and added lines change. All files are
-//! computed in memory first, so a patch either applies whole or changes nothing.
-
-use std::path::Path;
+//! lines keep the file's own text; only removed and added lines change. It reads and returns
+//! contents only; the caller turns them into blobs of a tree, so it never touches a disk.
 
 use super::diff::{FilePatch, HunkLine};
 
@@ -136,40 +134,48 @@ fn apply_file(
     Ok(Some(text))
 }
 
-/// Applies `files` under `root`; on any failure nothing is written.
-pub fn apply(root: &Path, files: &[FilePatch]) -> Result<Vec<Placement>, String> {
+/// What the fuzzy applier does to one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edit {
+    /// Write this content (a new file, or a changed one).
+    Write {
+        path: String,
+        content: String,
+    },
+    Delete {
+        path: String,
+    },
+}
+
+/// Computes every file's new content from `read` (a path's current bytes, `None` when it
+/// does not exist); on any failure there are no edits, so a patch applies whole or not at all.
+pub fn apply(
+    read: impl Fn(&str) -> Option<Vec<u8>>,
+    files: &[FilePatch],
+) -> Result<(Vec<Placement>, Vec<Edit>), String> {
     let mut placements = Vec::new();
-    let mut results = Vec::new();
+    let mut edits = Vec::new();
     for patch in files {
         let source_path = patch.old_path.as_deref().unwrap_or(patch.path());
-        let original = match std::fs::read(root.join(source_path)) {
-            Ok(bytes) => {
+        let original = match read(source_path) {
+            Some(bytes) => {
                 Some(String::from_utf8(bytes).map_err(|_| format!("{source_path}: not UTF-8 text"))?)
             }
-            Err(_) => None,
+            None => None,
         };
         if patch.old_path.is_none() && original.is_some() {
             return Err(format!("{}: file to create already exists", patch.path()));
         }
         let updated = apply_file(original.as_deref(), patch, &mut placements)?;
-        results.push((patch, updated));
-    }
-    for (patch, updated) in results {
         if let (Some(old), Some(new)) = (&patch.old_path, &patch.new_path) {
             if old != new {
-                let _ = std::fs::remove_file(root.join(old));
+                edits.push(Edit::Delete { path: old.clone() });
             }
         }
-        let target = root.join(patch.path());
-        match updated {
-            Some(text) => {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", patch.path()))?;
-                }
-                std::fs::write(&target, text).map_err(|e| format!("{}: {e}", patch.path()))?;
-            }
-            None => std::fs::remove_file(&target).map_err(|e| format!("{}: {e}", patch.path()))?,
-        }
+        edits.push(match updated {
+            Some(content) => Edit::Write { path: patch.path().to_owned(), content },
+            None => Edit::Delete { path: patch.path().to_owned() },
+        });
     }
-    Ok(placements)
+    Ok((placements, edits))
 }

@@ -1,4 +1,5 @@
-//! Finding a task's repository and checking out its base commit into a scratch worktree.
+//! Finding a task's repository and opening its base commit. Nothing is ever checked out:
+//! patches are applied to git trees in memory (see [`crate::patch::tree`]).
 //!
 //! Order: the task folder's own bundle, then `--repos DIR` (`DIR/OWNER/NAME`, bare or not,
 //! or `DIR/OWNER/NAME.bundle`), then a mirror cloned through a URL template. Bundles and
@@ -31,19 +32,6 @@ pub enum RepoError {
     Bundle { repo: String, path: PathBuf, detail: String },
     #[error("repository {repo}: commit {commit} not found")]
     MissingCommit { repo: String, commit: String },
-    #[error("checking out {commit} into {path}")]
-    Checkout {
-        commit: String,
-        path: PathBuf,
-        #[source]
-        source: git2::Error,
-    },
-    #[error("preparing a scratch worktree at {path}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Finds repositories for tasks; clones and unpacks into `cache_dir` when needed.
@@ -153,32 +141,24 @@ impl RepoLocator {
     }
 }
 
-/// Makes a fresh worktree of `commit` at `dest`: a new repository that borrows the source's
-/// objects (alternates), so nothing is copied but the checked-out files.
-pub fn checkout(source: &Path, repo: &str, commit: &str, dest: &Path) -> Result<git2::Repository, RepoError> {
-    let source_repo = git2::Repository::open(source).map_err(|e| RepoError::Open {
+/// Opens `source` for patching (new objects stay in memory, nothing is written to disk) and
+/// resolves `commit` in it.
+pub fn open_commit(
+    source: &Path,
+    repo: &str,
+    commit: &str,
+) -> Result<(git2::Repository, git2::Oid), RepoError> {
+    let opened = crate::patch::tree::open_in_memory(source).map_err(|e| RepoError::Open {
         repo: repo.into(),
         path: source.into(),
         source: e,
     })?;
-    let oid = source_repo
+    let oid = opened
         .revparse_single(commit)
         .and_then(|o| o.peel_to_commit())
         .map(|c| c.id())
         .map_err(|_| RepoError::MissingCommit { repo: repo.into(), commit: commit.into() })?;
-    let io = |e| RepoError::Io { path: dest.into(), source: e };
-    std::fs::create_dir_all(dest).map_err(io)?;
-    let checkout_err = |e| RepoError::Checkout { commit: commit.into(), path: dest.into(), source: e };
-    let work = git2::Repository::init(dest).map_err(checkout_err)?;
-    let objects = source_repo.path().join("objects");
-    let alternates = work.path().join("objects").join("info").join("alternates");
-    std::fs::create_dir_all(alternates.parent().unwrap_or(dest)).map_err(io)?;
-    std::fs::write(&alternates, format!("{}\n", objects.display())).map_err(io)?;
-    // Reopen so the object database sees the alternate.
-    let work = git2::Repository::open(dest).map_err(checkout_err)?;
-    work.set_head_detached(oid).map_err(checkout_err)?;
-    work.checkout_head(Some(git2::build::CheckoutBuilder::new().force())).map_err(checkout_err)?;
-    Ok(work)
+    Ok((opened, oid))
 }
 
 /// Contents of `path` at `commit` in `repo`, if it exists there.

@@ -1,0 +1,237 @@
+//! The test infrastructure a model patch may not change: test files, `conftest.py` at any
+//! depth, pytest's configuration (`pytest.ini`, `.pytest.ini`, `tox.ini`, the pytest parts of
+//! `setup.cfg` and `pyproject.toml`, plugin entry points), and modules that would load before
+//! the harness (`sitecustomize`, a `pytest` shadowing the real one). Every such change is put
+//! back to the base tree before the tests run, and listed as tampering.
+//!
+//! The changed paths come from libgit2's diff of the two trees, so a path the patch spelled
+//! in a way our own diff reader misses (C-quoted, renamed) is still seen.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use git2::{Oid, Repository, Tree};
+use serde::{Deserialize, Serialize};
+
+use super::tree::Change;
+
+/// One change of the model patch that was put back, and the rule that protects the path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tampering {
+    pub path: String,
+    pub rule: String,
+}
+
+/// Top-level names Python imports before the harness plugin, or in its place.
+const SHADOWING: &[&str] = &[
+    "sitecustomize.py",
+    "usercustomize.py",
+    "pytest.py",
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "py.py",
+    "iniconfig",
+];
+
+/// Whether `path` looks like a test file or test configuration, for any language we grade.
+pub fn is_test_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let in_test_dir = path.split('/').any(|part| matches!(part, "test" | "tests" | "testing"));
+    in_test_dir
+        || name.starts_with("test_")
+        || name.ends_with("_test.py")
+        || name.ends_with("_test.go")
+        || name == "conftest.py"
+        || name == "pytest.ini"
+        || name == ".pytest.ini"
+        || name == "tox.ini"
+}
+
+/// The lines of an INI file's sections whose names `keep` accepts, for comparison.
+fn ini_sections(text: &str, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') && trimmed.ends_with(']') {
+            inside = keep(trimmed[1..trimmed.len() - 1].trim());
+        }
+        if inside {
+            out.push(line.trim_end().to_owned());
+        }
+    }
+    out
+}
+
+/// The values of `pyproject.toml` that configure pytest or register its plugins; `None` when
+/// the file does not parse.
+fn pyproject_pytest(text: &str) -> Option<Vec<Option<toml::Value>>> {
+    let doc: toml::Value = toml::from_str(text).ok()?;
+    let at = |keys: &[&str]| {
+        let mut value = &doc;
+        for key in keys {
+            value = value.get(key)?;
+        }
+        Some(value.clone())
+    };
+    Some(vec![
+        at(&["tool", "pytest"]),
+        at(&["project", "entry-points", "pytest11"]),
+        at(&["tool", "poetry", "plugins", "pytest11"]),
+    ])
+}
+
+/// Why the change of `path` from `old` to `new` (texts; `None` when absent) is protected.
+fn rule_for(
+    path: &str,
+    old: Option<&str>,
+    new: Option<&str>,
+    task_tests: &BTreeSet<String>,
+) -> Option<String> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let top = path.split('/').next().unwrap_or(path);
+    if task_tests.contains(path) {
+        return Some("a test file of the task".into());
+    }
+    if name == "conftest.py" {
+        return Some("pytest conftest".into());
+    }
+    if matches!(name, "pytest.ini" | ".pytest.ini" | "tox.ini") {
+        return Some("pytest configuration".into());
+    }
+    if is_test_path(path) {
+        return Some("test file".into());
+    }
+    if SHADOWING.contains(&top) || top.starts_with("repairbench") {
+        return Some("module loaded before the harness".into());
+    }
+    let (old, new) = (old.unwrap_or(""), new.unwrap_or(""));
+    match name {
+        "setup.cfg" => {
+            let pytest_part =
+                |text: &str| ini_sections(text, |s| s == "tool:pytest" || s == "options.entry_points");
+            (pytest_part(old) != pytest_part(new))
+                .then(|| "pytest configuration ([tool:pytest] or entry points in setup.cfg)".into())
+        }
+        "pyproject.toml" => {
+            let changed = match (pyproject_pytest(old), pyproject_pytest(new)) {
+                (Some(a), Some(b)) => a != b,
+                // Unreadable now: pytest would read whatever it could; keep the base.
+                (_, None) => true,
+                (None, Some(b)) => b.iter().any(Option::is_some),
+            };
+            changed.then(|| "pytest configuration ([tool.pytest] or pytest11 entry points)".into())
+        }
+        "setup.py" => {
+            fn plugin_lines(text: &str) -> Vec<&str> {
+                text.lines().filter(|l| l.contains("pytest11")).map(str::trim).collect()
+            }
+            (plugin_lines(old) != plugin_lines(new)).then(|| "pytest11 entry point in setup.py".into())
+        }
+        _ => None,
+    }
+}
+
+fn text(repo: &Repository, side: Option<(Oid, i32)>) -> Option<String> {
+    let (oid, _) = side?;
+    repo.find_blob(oid).ok().map(|b| String::from_utf8_lossy(b.content()).into_owned())
+}
+
+/// Puts every protected change back to `base`, returning the new tree and what was put back.
+/// `task_tests` are the task's own test files (those `test_patch` touches and its test ids name).
+pub fn revert_protected(
+    repo: &Repository,
+    base: &Tree<'_>,
+    patched: Oid,
+    changes: &[Change],
+    task_tests: &BTreeSet<String>,
+) -> Result<(Oid, Vec<Tampering>), git2::Error> {
+    let mut tampering = Vec::new();
+    let mut removals = Vec::new();
+    let mut restores = Vec::new();
+    for change in changes {
+        let old = text(repo, change.old);
+        let new = text(repo, change.new);
+        let Some(rule) = rule_for(&change.path, old.as_deref(), new.as_deref(), task_tests) else {
+            continue;
+        };
+        tampering.push(Tampering { path: change.path.clone(), rule });
+        match base.get_path(Path::new(&change.path)) {
+            Ok(entry) => restores.push((change.path.clone(), entry.id(), entry.filemode())),
+            Err(_) => removals.push(change.path.clone()),
+        }
+    }
+    if tampering.is_empty() {
+        return Ok((patched, tampering));
+    }
+    let patched_tree = repo.find_tree(patched)?;
+    // Removals first: a file the patch put where a directory was must go before the
+    // directory's files come back.
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    for path in &removals {
+        update.remove(path);
+    }
+    let without = update.create_updated(repo, &patched_tree)?;
+    let without = repo.find_tree(without)?;
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    for (path, oid, mode) in &restores {
+        let mode = match *mode {
+            0o100755 => git2::FileMode::BlobExecutable,
+            0o120000 => git2::FileMode::Link,
+            _ => git2::FileMode::Blob,
+        };
+        update.upsert(path, *oid, mode);
+    }
+    let tree = update.create_updated(repo, &without)?;
+    Ok((tree, tampering))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(path: &str, old: Option<&str>, new: Option<&str>) -> Option<String> {
+        rule_for(path, old, new, &BTreeSet::new())
+    }
+
+    #[test]
+    fn test_infrastructure_is_recognised() {
+        assert!(rule("pkg/deep/conftest.py", None, Some("x")).is_some());
+        assert!(rule("tox.ini", Some("a"), Some("b")).is_some());
+        assert!(rule("sitecustomize.py", None, Some("x")).is_some());
+        assert!(rule("pytest.py", None, Some("x")).is_some());
+        assert!(rule("src/lib.py", Some("a"), Some("b")).is_none());
+        assert!(rule("src/lib.py", Some("a"), Some("b")).is_none());
+        let tasks: BTreeSet<String> = ["checks/spec_money.py".to_string()].into();
+        assert!(rule_for("checks/spec_money.py", Some("a"), Some("b"), &tasks).is_some());
+    }
+
+    #[test]
+    fn only_the_pytest_parts_of_shared_config_files_count() {
+        let cfg = "[metadata]\nname = x\n\n[tool:pytest]\ntestpaths = tests\n";
+        assert!(rule("setup.cfg", Some(cfg), Some(&cfg.replace("name = x", "name = y"))).is_none());
+        assert!(rule("setup.cfg", Some(cfg), Some(&format!("{cfg}addopts = -p evil\n"))).is_some());
+        let entry = "[options.entry_points]\npytest11 =\n    evil = pkg.evil\n";
+        assert!(rule("setup.cfg", Some(cfg), Some(&format!("{cfg}{entry}"))).is_some());
+
+        let toml = "[project]\nname = \"x\"\nversion = \"1\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n";
+        assert!(rule(
+            "pyproject.toml",
+            Some(toml),
+            Some(&toml.replace("version = \"1\"", "version = \"2\""))
+        )
+        .is_none());
+        let addopts = toml.replace("testpaths", "addopts = \"-p evil\"\ntestpaths");
+        assert!(rule("pyproject.toml", Some(toml), Some(&addopts)).is_some());
+        let plugin = format!("{toml}\n[project.entry-points.pytest11]\nevil = \"pkg.evil\"\n");
+        assert!(rule("pyproject.toml", Some(toml), Some(&plugin)).is_some());
+        assert!(rule("pyproject.toml", Some(toml), Some("not [ toml")).is_some());
+
+        let setup = "from setuptools import setup\nsetup(name='x')\n";
+        let with_plugin =
+            "from setuptools import setup\nsetup(name='x', entry_points={'pytest11': ['e = p.e']})\n";
+        assert!(rule("setup.py", Some(setup), Some(with_plugin)).is_some());
+        assert!(rule("setup.py", Some(setup), Some(&setup.replace("'x'", "'y'"))).is_none());
+    }
+}

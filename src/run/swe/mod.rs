@@ -1,0 +1,494 @@
+//! Grading SWE-bench-style predictions: per instance, apply the prediction to the base
+//! commit's tree (recording how), put back what it changed of the test infrastructure, apply
+//! test_patch ([`prepare`]), run the tests in the sandbox, accept only signed results that agree
+//! with pytest's summary, rerun the whole command in fresh environments for failing
+//! PASS_TO_PASS tests to catch flaky ones, and give one verdict ([`execute`]). Instances run concurrently; one failing never stops the others.
+//! Every finished instance is appended to `results.jsonl`; a rerun with the same output folder
+//! keeps those whose inputs are unchanged.
+
+mod execute;
+mod prepare;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::grade::{self, Resolution, StatusMap, StatusSource, TestsStatus, Verdict};
+use crate::patch::{self, protect::Tampering, ApplyMethod};
+use crate::report::{self, JsonlAppender, Reporter, ResultEvent};
+use crate::sandbox::{EnvSpec, Limits, Sandbox};
+use crate::tasks::{self, repos, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
+
+/// Where the sandbox user's workspace is.
+const WORKSPACE: &str = "/workspace";
+
+/// Settings that change results; all recorded in the manifest, most in each input hash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GradeSettings {
+    /// Image tests run in unless the task's `environment.image` says otherwise.
+    pub image: String,
+    /// Its content id, when known (recorded in the manifest).
+    pub image_id: Option<String>,
+    pub timeout: Duration,
+    pub workers: usize,
+    /// How many times failing PASS_TO_PASS tests are rerun before they count against the patch.
+    pub flaky_reruns: usize,
+    pub limits: Limits,
+}
+
+impl GradeSettings {
+    pub fn new(image: impl Into<String>) -> Self {
+        Self {
+            image: image.into(),
+            image_id: None,
+            timeout: Duration::from_secs(1800),
+            workers: default_workers(),
+            flaky_reruns: 2,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Workers by default: one per two cores, at least one (each runs a container and git work).
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
+/// Everything `swe grade` needs.
+#[derive(Debug, Clone)]
+pub struct GradePlan {
+    pub dataset: PathBuf,
+    pub predictions: PredictionSource,
+    pub repos: Option<PathBuf>,
+    pub url_template: Option<String>,
+    pub cache_dir: PathBuf,
+    pub out: PathBuf,
+    pub settings: GradeSettings,
+    /// Extra manifest entries (model info and inference settings when the model ran).
+    pub extra_manifest: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("loading the dataset")]
+    Dataset(#[source] tasks::LoadError),
+    #[error("loading the predictions")]
+    Predictions(#[source] tasks::LoadError),
+    #[error("writing results")]
+    Report(#[source] report::ReportError),
+}
+
+/// Time spent in each stage of one instance, in seconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Timings {
+    pub prepare_s: f64,
+    pub tests_s: f64,
+    pub reruns_s: f64,
+    pub total_s: f64,
+}
+
+/// One graded instance: a line of `results.jsonl` and an entry of `report.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstanceResult {
+    pub instance_id: String,
+    pub verdict: Verdict,
+    pub resolved: bool,
+    pub resolution: Resolution,
+    pub patch_applied: bool,
+    pub apply_method: Option<ApplyMethod>,
+    pub tests_status: TestsStatus,
+    /// PASS_TO_PASS tests that failed and then passed on a rerun (not held against the patch).
+    pub flaky_tests: Vec<String>,
+    /// Changes of the prediction to the test infrastructure, each put back before the tests
+    /// ran, with the rule that protects the path.
+    #[serde(default)]
+    pub tampering: Vec<Tampering>,
+    pub status_source: Option<StatusSource>,
+    /// How the test command ended (`exit 1`, `timeout`, ...).
+    pub test_exit: Option<String>,
+    /// Why, for every verdict other than resolved/unresolved (and notes for those).
+    pub detail: Option<String>,
+    /// A machine-readable reason where one verdict has several causes: `unsafe_path`
+    /// (patch_apply_failed), `results_tampered` (error), `tests_crashed` (unresolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub model_name_or_path: Option<String>,
+    /// Hash of everything that decides this result; a changed hash means a rerun.
+    pub input_hash: String,
+    pub timings: Timings,
+    /// Folder with this instance's patch, test output and report, relative to the output.
+    pub log_dir: String,
+}
+
+/// `report.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GradeReport {
+    pub summary: Summary,
+    pub instances: Vec<InstanceResult>,
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Summary {
+    pub total: usize,
+    pub resolved: usize,
+    /// resolved / total graded instances.
+    pub resolved_rate: f64,
+    /// Instances per verdict (every verdict listed, zeros included).
+    pub verdicts: BTreeMap<String, usize>,
+    pub apply_methods: BTreeMap<String, usize>,
+    pub skipped: usize,
+    pub flaky_tests: usize,
+}
+
+impl GradeReport {
+    pub fn new(instances: Vec<InstanceResult>, skipped: Vec<Skipped>) -> Self {
+        let mut summary = Summary { total: instances.len(), skipped: skipped.len(), ..Summary::default() };
+        for verdict in Verdict::ALL {
+            summary.verdicts.insert(verdict.as_str().into(), 0);
+        }
+        for result in &instances {
+            *summary.verdicts.entry(result.verdict.as_str().into()).or_default() += 1;
+            if let Some(method) = result.apply_method {
+                *summary.apply_methods.entry(method.as_str().into()).or_default() += 1;
+            }
+            summary.resolved += usize::from(result.resolved);
+            summary.flaky_tests += result.flaky_tests.len();
+        }
+        summary.resolved_rate =
+            if instances.is_empty() { 0.0 } else { summary.resolved as f64 / instances.len() as f64 };
+        Self { summary, instances, skipped }
+    }
+}
+
+/// The files a run of `task` reads, hashed with the settings that change its result.
+pub fn input_hash(task: &SweTask, prediction: &Prediction, settings: &GradeSettings) -> String {
+    let mut hasher = Sha256::new();
+    let task_json = serde_json::to_string(task).unwrap_or_default();
+    hasher.update(task_json.as_bytes());
+    hasher.update([0]);
+    hasher.update(prediction.patch().as_bytes());
+    hasher.update([0]);
+    let image =
+        task.environment.as_ref().and_then(|e| e.image.clone()).unwrap_or_else(|| settings.image.clone());
+    hasher.update(
+        format!(
+            "{image}\0{}\0{}\0{:?}\0{}",
+            settings.timeout.as_secs_f64(),
+            settings.flaky_reruns,
+            settings.limits,
+            env!("CARGO_PKG_VERSION")
+        )
+        .as_bytes(),
+    );
+    if let Some(bundle) = &task.bundle {
+        if let Ok(bytes) = std::fs::read(bundle) {
+            hasher.update(Sha256::digest(&bytes));
+        }
+    }
+    hex::encode(&hasher.finalize()[..16])
+}
+
+/// File-system-safe form of an instance id for log folders.
+fn safe_name(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
+fn sha256_file(path: &Path) -> Option<String> {
+    std::fs::read(path).ok().map(|b| hex::encode(Sha256::digest(&b)))
+}
+
+fn git_version() -> Option<String> {
+    let out = std::process::Command::new("git").arg("--version").output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Grades every prediction of `plan`, writing `results.jsonl` as it goes, then `report.json`
+/// and `manifest.json`. Returns the report.
+pub async fn grade<S: Sandbox + 'static>(
+    sandbox: Arc<S>,
+    plan: &GradePlan,
+    reporter: &mut dyn Reporter<InstanceResult>,
+) -> Result<GradeReport, RunError> {
+    let started = Instant::now();
+    let task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
+    let prediction_set =
+        tasks::load_predictions(&plan.predictions, &task_set.tasks).map_err(RunError::Predictions)?;
+    let mut skipped: Vec<Skipped> = task_set.skipped.clone();
+    skipped.extend(prediction_set.skipped.iter().cloned());
+    let mut work = Vec::new();
+    for task in &task_set.tasks {
+        match prediction_set.by_instance.get(&task.instance_id) {
+            Some(prediction) => work.push((task.clone(), prediction.clone())),
+            None => skipped.push(Skipped {
+                location: task.origin.clone(),
+                instance_id: Some(task.instance_id.clone()),
+                reason: "no prediction for this instance".into(),
+            }),
+        }
+    }
+
+    std::fs::create_dir_all(&plan.out)
+        .map_err(|source| RunError::Report(report::ReportError::Write { path: plan.out.clone(), source }))?;
+    let results_path = plan.out.join("results.jsonl");
+    // Results of an earlier run: the last record per instance wins.
+    let (previous, unreadable): (Vec<InstanceResult>, Vec<String>) = report::read_jsonl(&results_path);
+    for line in unreadable {
+        tracing::warn!("ignoring unreadable earlier result {line}");
+    }
+    let mut kept: BTreeMap<String, InstanceResult> = BTreeMap::new();
+    for result in previous {
+        kept.insert(result.instance_id.clone(), result);
+    }
+    let mut finished: BTreeMap<String, InstanceResult> = BTreeMap::new();
+    let mut todo = Vec::new();
+    for (task, prediction) in work {
+        let hash = input_hash(&task, &prediction, &plan.settings);
+        match kept.remove(&task.instance_id) {
+            // An `error` is ours or the task's, not the patch's: it is retried.
+            Some(old) if old.input_hash == hash && old.verdict != Verdict::Error => {
+                finished.insert(task.instance_id.clone(), old);
+            }
+            _ => todo.push((task, prediction, hash)),
+        }
+    }
+
+    write_manifest(plan, &task_set.tasks).map_err(RunError::Report)?;
+    let mut appender = JsonlAppender::open(&results_path).map_err(RunError::Report)?;
+    reporter
+        .report(&ResultEvent::RunStarted {
+            run: "swe grade".into(),
+            total: todo.len(),
+            resumed: finished.len(),
+        })
+        .map_err(RunError::Report)?;
+    for skip in &skipped {
+        reporter.report(&skip.event()).map_err(RunError::Report)?;
+    }
+
+    let locator =
+        Arc::new(RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone()));
+    let settings = Arc::new(plan.settings.clone());
+    let out = Arc::new(plan.out.clone());
+    let permits = Arc::new(tokio::sync::Semaphore::new(plan.settings.workers.max(1)));
+    let mut running = tokio::task::JoinSet::new();
+    let mut ids = BTreeMap::new();
+    for (task, prediction, hash) in todo {
+        let (sandbox, locator, settings, out, permits) =
+            (sandbox.clone(), locator.clone(), settings.clone(), out.clone(), permits.clone());
+        let id = task.instance_id.clone();
+        let handle = running.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            grade_instance(sandbox, &locator, &settings, &out, task, prediction, hash).await
+        });
+        ids.insert(handle.id(), id);
+    }
+    while let Some(joined) = running.join_next_with_id().await {
+        let result = match joined {
+            Ok((_, result)) => result,
+            Err(e) => {
+                // A panic in one instance is that instance's error, not the run's end.
+                let id = ids.get(&e.id()).cloned().unwrap_or_default();
+                error_result(&id, format!("internal error: {e}"))
+            }
+        };
+        appender.append(&result).map_err(RunError::Report)?;
+        reporter
+            .report(&ResultEvent::ItemFinished {
+                id: result.instance_id.clone(),
+                outcome: result.verdict.as_str().into(),
+                success: result.resolved,
+                record: result.clone(),
+            })
+            .map_err(RunError::Report)?;
+        if result.verdict == Verdict::Error {
+            skipped.push(Skipped {
+                location: result.instance_id.clone(),
+                instance_id: Some(result.instance_id.clone()),
+                reason: result.detail.clone().unwrap_or_else(|| "error".into()),
+            });
+        }
+        finished.insert(result.instance_id.clone(), result);
+    }
+
+    let report = GradeReport::new(finished.into_values().collect(), skipped);
+    report::write_json_atomic(&plan.out.join("report.json"), &report).map_err(RunError::Report)?;
+    reporter
+        .report(&ResultEvent::RunFinished {
+            counts: report
+                .summary
+                .verdicts
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            elapsed_s: started.elapsed().as_secs_f64(),
+        })
+        .map_err(RunError::Report)?;
+    Ok(report)
+}
+
+fn write_manifest(plan: &GradePlan, tasks: &[SweTask]) -> Result<(), report::ReportError> {
+    let predictions = match &plan.predictions {
+        PredictionSource::Gold => serde_json::json!({"builtin": "gold"}),
+        PredictionSource::Empty => serde_json::json!({"builtin": "empty"}),
+        PredictionSource::File(path) => {
+            serde_json::json!({"path": path, "sha256": sha256_file(path)})
+        }
+    };
+    let mut manifest = serde_json::json!({
+        "command": "swe grade",
+        "repairbench_version": env!("CARGO_PKG_VERSION"),
+        "started_unix_s": unix_now(),
+        "dataset": {
+            "path": plan.dataset,
+            "sha256": sha256_file(&plan.dataset),
+            "instances": tasks.len(),
+            "bundles": tasks.iter().filter_map(|t| t.bundle.as_ref().map(|b| (t.instance_id.clone(), sha256_file(b)))).collect::<BTreeMap<_, _>>(),
+        },
+        "predictions": predictions,
+        "repos": plan.repos,
+        "url_template": plan.url_template.clone().unwrap_or_else(|| repos::DEFAULT_URL_TEMPLATE.into()),
+        "settings": {
+            "image": plan.settings.image,
+            "image_id": plan.settings.image_id,
+            "timeout_s": plan.settings.timeout.as_secs_f64(),
+            "workers": plan.settings.workers,
+            "flaky_reruns": plan.settings.flaky_reruns,
+            "limits": plan.settings.limits,
+            "junit_family": "xunit1",
+        },
+        "tools": {"git": git_version(), "libgit2": format!("{:?}", git2::Version::get().libgit2_version())},
+        "host": {"os": std::env::consts::OS, "arch": std::env::consts::ARCH},
+    });
+    for (key, value) in &plan.extra_manifest {
+        manifest[key] = value.clone();
+    }
+    report::write_json_atomic(&plan.out.join("manifest.json"), &manifest)
+}
+
+fn error_result(id: &str, detail: String) -> InstanceResult {
+    InstanceResult {
+        instance_id: id.to_owned(),
+        verdict: Verdict::Error,
+        resolved: false,
+        resolution: Resolution::No,
+        patch_applied: false,
+        apply_method: None,
+        tests_status: TestsStatus::default(),
+        flaky_tests: Vec::new(),
+        tampering: Vec::new(),
+        status_source: None,
+        test_exit: None,
+        detail: Some(detail),
+        reason: None,
+        model_name_or_path: None,
+        input_hash: String::new(),
+        timings: Timings::default(),
+        log_dir: format!("logs/{}", safe_name(id)),
+    }
+}
+
+async fn grade_instance<S: Sandbox + 'static>(
+    sandbox: Arc<S>,
+    locator: &Arc<RepoLocator>,
+    settings: &GradeSettings,
+    out: &Path,
+    task: SweTask,
+    prediction: Prediction,
+    input_hash: String,
+) -> InstanceResult {
+    let started = Instant::now();
+    let log_rel = format!("logs/{}", safe_name(&task.instance_id));
+    let log_dir = out.join(&log_rel);
+    let _ = std::fs::create_dir_all(&log_dir);
+    let _ = std::fs::write(log_dir.join("model.patch"), prediction.patch());
+    let mut result = error_result(&task.instance_id, String::new());
+    result.detail = None;
+    result.input_hash = input_hash;
+    result.log_dir = log_rel;
+    result.model_name_or_path = prediction.model_name_or_path.clone();
+    let finish = |mut result: InstanceResult, started: Instant| {
+        result.timings.total_s = started.elapsed().as_secs_f64();
+        result.resolved = result.verdict == Verdict::Resolved;
+        let _ = std::fs::write(
+            log_dir.join("result.json"),
+            serde_json::to_string_pretty(&result).unwrap_or_default(),
+        );
+        result
+    };
+
+    if prediction.patch().trim().is_empty() {
+        result.verdict = Verdict::EmptyPatch;
+        result.detail = Some("the prediction has no patch; nothing was run".into());
+        result.tests_status = grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &StatusMap::new());
+        return finish(result, started);
+    }
+
+    let prepared = {
+        let (locator, task, patch_text) = (locator.clone(), task.clone(), prediction.patch().to_owned());
+        tokio::task::spawn_blocking(move || prepare::prepare(&locator, &task, Some(&patch_text))).await
+    };
+    result.timings.prepare_s = started.elapsed().as_secs_f64();
+    let prepared = match prepared {
+        Ok(Ok(prepared)) => prepared,
+        Ok(Err(prepare::PrepareError::Apply { why, refused })) => {
+            let _ = std::fs::write(log_dir.join("apply.log"), &why);
+            result.verdict = Verdict::PatchApplyFailed;
+            result.reason = refused.then(|| "unsafe_path".to_owned());
+            result.detail = Some(why);
+            result.tests_status =
+                grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &StatusMap::new());
+            return finish(result, started);
+        }
+        Ok(Err(prepare::PrepareError::Task(why))) => {
+            result.detail = Some(why);
+            return finish(result, started);
+        }
+        Err(e) => {
+            result.detail = Some(format!("internal error while preparing: {e}"));
+            return finish(result, started);
+        }
+    };
+    let _ = std::fs::write(log_dir.join("apply.log"), prepared.apply_log.join("\n"));
+    result.patch_applied = true;
+    result.apply_method = prepared.apply_method;
+    result.tampering = prepared.tampering.clone();
+
+    let image =
+        task.environment.as_ref().and_then(|e| e.image.clone()).unwrap_or_else(|| settings.image.clone());
+    let spec = EnvSpec {
+        image,
+        limits: settings.limits.clone(),
+        workdir: WORKSPACE.into(),
+        env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+    };
+    let test_files: Vec<String> = patch::files_touched(&task.test_patch);
+    let plan =
+        execute::TestPlan { spec: &spec, task: &task, test_files: &test_files, timeout: settings.timeout };
+    let _ = std::fs::write(log_dir.join("test_command.txt"), plan.command_shown());
+    let tests_started = Instant::now();
+    let first = plan.run(&*sandbox, &prepared.tar).await;
+    result.timings.tests_s = tests_started.elapsed().as_secs_f64();
+    let base_tar = {
+        let (locator, task) = (locator.clone(), task.clone());
+        move || prepare::prepare(&locator, &task, None).ok().map(|p| p.tar)
+    };
+    let context = execute::Evaluation {
+        sandbox: &*sandbox,
+        plan,
+        flaky_reruns: settings.flaky_reruns,
+        log_dir: &log_dir,
+        base_tar: &base_tar,
+    };
+    let result = execute::evaluate(&context, &prepared.tar, first, result).await;
+    finish(result, started)
+}

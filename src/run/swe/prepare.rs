@@ -1,0 +1,87 @@
+//! The tree a test run sees: the base commit, the prediction applied, every change it made to
+//! the test infrastructure put back, and test_patch applied, all as git trees in memory. The
+//! host's file system is never written: the tree goes to the sandbox as a tar of its blobs.
+
+use std::collections::BTreeSet;
+
+use crate::patch::{self, protect::Tampering, ApplyMethod};
+use crate::tasks::{repos, RepoLocator, SweTask};
+
+/// A prepared tree to test.
+pub struct Prepared {
+    /// The tree as a tar for the workspace (each run adds its harness files separately).
+    pub tar: Vec<u8>,
+    pub apply_method: Option<ApplyMethod>,
+    pub tampering: Vec<Tampering>,
+    pub apply_log: Vec<String>,
+}
+
+pub enum PrepareError {
+    /// The prediction does not apply (`refused`: it names a path it may not touch).
+    Apply { why: String, refused: bool },
+    /// The task (repository, commit, test_patch) is broken.
+    Task(String),
+}
+
+/// The test files of a task: those test_patch touches and those its test ids name.
+pub fn task_test_files(task: &SweTask) -> BTreeSet<String> {
+    let mut files: BTreeSet<String> = patch::files_touched(&task.test_patch).into_iter().collect();
+    for id in task.fail_to_pass.iter().chain(&task.pass_to_pass) {
+        if let Some((file, _)) = id.split_once("::") {
+            files.insert(file.to_owned());
+        }
+    }
+    files
+}
+
+/// Builds the tree to test. `prediction_patch` of `None` is the base with test_patch only.
+pub fn prepare(
+    locator: &RepoLocator,
+    task: &SweTask,
+    prediction_patch: Option<&str>,
+) -> Result<Prepared, PrepareError> {
+    let source = locator.locate(task).map_err(|e| PrepareError::Task(crate::error_chain(&e)))?;
+    let task_err = |what: &str, e: git2::Error| PrepareError::Task(format!("{what}: {}", e.message()));
+    let (repo, commit) = repos::open_commit(&source, &task.repo, &task.base_commit)
+        .map_err(|e| PrepareError::Task(crate::error_chain(&e)))?;
+    let base_commit = repo.find_commit(commit).map_err(|e| task_err("reading the base commit", e))?;
+    let base = base_commit.tree().map_err(|e| task_err("reading the base tree", e))?;
+    let mut apply_log = Vec::new();
+    let mut apply_method = None;
+    let mut tampering = Vec::new();
+    let mut tree = base.id();
+    if let Some(patch_text) = prediction_patch {
+        let applied = patch::apply(&repo, &base, patch_text).map_err(|e| PrepareError::Apply {
+            why: crate::error_chain(&e),
+            refused: matches!(e, patch::PatchError::Unsafe(_)),
+        })?;
+        apply_log.extend(applied.log.iter().cloned());
+        apply_method = Some(applied.method);
+        // The tests decide the grade, so the prediction's edits to them are undone.
+        let (reverted, put_back) = patch::protect::revert_protected(
+            &repo,
+            &base,
+            applied.tree,
+            &applied.changes,
+            &task_test_files(task),
+        )
+        .map_err(|e| task_err("putting back test files", e))?;
+        for t in &put_back {
+            apply_log.push(format!("put back {} ({})", t.path, t.rule));
+        }
+        tampering = put_back;
+        tree = reverted;
+    }
+    let start = repo.find_tree(tree).map_err(|e| task_err("reading the patched tree", e))?;
+    let with_tests = patch::apply(&repo, &start, &task.test_patch).map_err(|e| {
+        PrepareError::Task(format!(
+            "test_patch does not apply to {}: {}",
+            task.base_commit,
+            crate::error_chain(&e)
+        ))
+    })?;
+    apply_log.push(format!("test_patch applied with {}", with_tests.method.as_str()));
+    let tree = repo.find_tree(with_tests.tree).map_err(|e| task_err("reading the tree to test", e))?;
+    let tar = patch::tree::tree_tar(&repo, &tree).map_err(|e| task_err("packing the tree", e))?;
+    Ok(Prepared { tar, apply_method, tampering, apply_log })
+}
