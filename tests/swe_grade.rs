@@ -423,7 +423,10 @@ def _vanish():
         for folder, _, files in os.walk(root):
             for name in files:
                 if name.endswith((".json", ".xml")):
-                    os.remove(os.path.join(folder, name))
+                    try:
+                        os.remove(os.path.join(folder, name))
+                    except OSError:
+                        pass
     sys.stdout.write(
         "=========================== short test summary info ============================\n"
         "PASSED tests/test_slug.py::test_simple_words\n"
@@ -445,7 +448,7 @@ def _leaked():
     import glob, os, sys
     seen = list(os.environ.values()) + list(sys.argv)
     seen.append(open("/proc/self/cmdline", "rb").read().decode("utf-8", "replace"))
-    if any("rb-results" in s or "handoff" in s or "JUNIT" in s.upper() for s in seen):
+    if any("rb-results" in s or "handoff" in s or ".xml" in s for s in seen):
         return True
     return bool(glob.glob("/workspace/**/handoff.json", recursive=True) + glob.glob("/workspace/.rb-results*"))
 
@@ -560,9 +563,12 @@ fn hostile_patches_earn_no_credit_and_write_nothing_outside() {
             let r = get(name);
             assert_eq!((r.verdict, r.reason.as_deref()), (Verdict::Error, Some("results_tampered")), "{name}: {table:#?}");
         }
+        let detail = |name: &str| get(name).detail.clone().unwrap_or_default();
+        assert!(detail("rewrite-at-exit").contains("signature does not match"), "{table:#?}");
+        assert!(detail("delete-and-print-at-exit").contains("no signed results"), "{table:#?}");
         // The printed forgery is in the log; it was not believed.
         let log = std::fs::read_to_string(out.join(&get("delete-and-print-at-exit").log_dir).join("test_output.txt")).unwrap();
-        assert!(log.contains("5 passed in 0.01s"));
+        assert!(log.contains("5 passed in 0.01s"), "{log}");
 
         // Nothing was written outside: not beside the output, not in /tmp, not into the cache.
         assert!(!escape.exists());
