@@ -42,6 +42,7 @@ fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, cache: &Path,
         out: out.to_owned(),
         settings,
         extra_manifest: BTreeMap::new(),
+        force: false,
     }
 }
 

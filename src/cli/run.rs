@@ -66,6 +66,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         },
         max_tokens: config.repair.max_tokens,
         sampling,
+        force: false,
     };
     super::swe::infer(model.as_mut(), &infer_plan)?;
 
@@ -92,6 +93,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         out: repair_out.clone(),
         settings,
         extra_manifest: Default::default(),
+        force: false,
     };
     plan.extra_manifest.insert("model".into(), serde_json::to_value(&info)?);
     plan.extra_manifest.insert("run_config".into(), serde_json::to_value(&config)?);

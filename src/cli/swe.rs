@@ -34,6 +34,10 @@ pub struct DatasetArgs {
     /// (default: GitHub over https, cloned with the git CLI into the cache).
     #[arg(long, env = repairbench::env::REPO_URL_TEMPLATE)]
     url_template: Option<String>,
+    /// Compute every item again instead of resuming from what an earlier run into the same
+    /// output left.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -100,7 +104,8 @@ pub struct InferArgs {
     data: DatasetArgs,
     #[command(flatten)]
     model: ModelOptions,
-    /// Predictions file to write (JSONL; appended to, tasks with an unchanged prompt skipped).
+    /// Predictions file to write (JSONL; appended to: a rerun keeps the lines whose model,
+    /// sampling, token limit, prompt and code are unchanged).
     #[arg(long)]
     out: PathBuf,
 }
@@ -189,6 +194,7 @@ fn grade_plan(
         out: out.to_owned(),
         settings,
         extra_manifest: Default::default(),
+        force: data.force,
     })
 }
 
@@ -246,6 +252,7 @@ fn infer_plan(
         },
         max_tokens: options.max_tokens,
         sampling,
+        force: data.force,
     };
     Ok((model, plan))
 }

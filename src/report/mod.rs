@@ -24,6 +24,10 @@ pub enum ResultEvent<R> {
         total: usize,
         /// Items kept from an earlier run with the same output folder.
         resumed: usize,
+        /// Items computed again although an earlier run left a record, by reason
+        /// (`model changed`, `infrastructure failure before`, `forced`...).
+        #[serde(default)]
+        recomputed: BTreeMap<String, usize>,
     },
     ItemStarted {
         id: String,
@@ -185,12 +189,15 @@ impl Default for ConsoleProgress {
 impl<R: Send> Reporter<R> for ConsoleProgress {
     fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError> {
         match event {
-            ResultEvent::RunStarted { run, total, resumed } => {
+            ResultEvent::RunStarted { run, total, resumed, recomputed } => {
                 self.started = Instant::now();
                 self.bar.set_prefix(run.clone());
                 self.bar.set_length(*total as u64);
                 if *resumed > 0 {
                     self.bar.println(format!("{resumed} finished item(s) kept from the earlier run"));
+                }
+                for (reason, n) in recomputed {
+                    self.bar.println(format!("{n} item(s) computed again: {reason}"));
                 }
             }
             ResultEvent::ItemStarted { id } => self.bar.set_message(id.clone()),

@@ -1,8 +1,10 @@
 //! The model in the loop: one prompt per task (issue + retrieved files), one generation, a
 //! patch extracted from it, and a SWE-bench predictions line that also keeps the full output.
-//! Lines are appended as each task finishes; a rerun skips tasks whose prompt is unchanged.
+//! Lines are appended as each task finishes; a rerun keeps a line only when its fingerprint
+//! (model sha256, sampling, token limit, prompt, code version) is unchanged, and the grader
+//! reads the last line per instance.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -10,7 +12,10 @@ use sha2::{Digest, Sha256};
 
 use crate::model::{GenerateRequest, LanguageModel, Prompt, Sampling};
 use crate::patch::{self, extract};
-use crate::report::{self, JsonlAppender, Reporter, ResultEvent};
+use crate::report::{Reporter, ResultEvent};
+use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
+use crate::run::kernel::Kernel;
+use crate::run::store::StoredRecord;
 use crate::run::swe::RunError;
 use crate::tasks::prompt::{self, PromptSettings, Retrieval};
 use crate::tasks::{self, repos, Prediction, RepoLocator, Skipped, SweTask};
@@ -26,6 +31,8 @@ pub struct InferPlan {
     pub prompt: PromptSettings,
     pub max_tokens: usize,
     pub sampling: Sampling,
+    /// Generate everything again, reusing no earlier line.
+    pub force: bool,
 }
 
 /// What an inference run did.
@@ -33,6 +40,8 @@ pub struct InferPlan {
 pub struct InferSummary {
     pub written: usize,
     pub kept: usize,
+    /// Tasks generated again although an earlier line existed, by reason (`model changed`...).
+    pub recomputed: BTreeMap<String, usize>,
     pub empty_patches: usize,
     pub extraction_methods: BTreeMap<String, usize>,
     pub skipped: Vec<Skipped>,
@@ -78,7 +87,34 @@ fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-/// Generates a prediction for every task of `plan.dataset`, appending to `plan.out`.
+/// Field of a prediction line holding what it was made from.
+const FINGERPRINT_FIELD: &str = "fingerprint";
+
+impl StoredRecord for Prediction {
+    fn key(&self) -> String {
+        self.instance_id.clone()
+    }
+
+    fn fingerprint(&self) -> Option<Fingerprint> {
+        serde_json::from_value(self.extra.get(FINGERPRINT_FIELD)?.clone()).ok()
+    }
+
+    fn is_infrastructure_failure(&self) -> bool {
+        self.extra.contains_key("generation_error")
+    }
+}
+
+/// One task ready for the model: its prompt and the files shown in it.
+struct InferItem<'t> {
+    task: &'t SweTask,
+    repo: git2::Repository,
+    files: Vec<(String, String)>,
+    messages: Vec<crate::model::ChatMessage>,
+    prompt_sha256: String,
+}
+
+/// Generates a prediction for every task of `plan.dataset`, appending to `plan.out`; a rerun
+/// keeps the lines whose model, sampling, token limit, prompt and code are unchanged.
 pub fn infer(
     model: &mut dyn LanguageModel,
     plan: &InferPlan,
@@ -87,48 +123,58 @@ pub fn infer(
     let task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
     let mut summary = InferSummary { skipped: task_set.skipped.clone(), ..InferSummary::default() };
     let model_name = model.info().name.clone().unwrap_or_else(|| model.info().source.clone());
-    let (earlier, _): (Vec<Prediction>, _) = report::read_jsonl(&plan.out);
-    let done: HashSet<(String, String)> = earlier
-        .iter()
-        .filter_map(|p| Some((p.instance_id.clone(), p.extra.get("prompt_sha256")?.as_str()?.to_owned())))
-        .collect();
-    let mut appender = JsonlAppender::open(&plan.out).map_err(RunError::Report)?;
+    let model_sha = model.info().sha256.clone();
     let locator = RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone());
-    reporter
-        .report(&ResultEvent::RunStarted { run: "swe infer".into(), total: task_set.tasks.len(), resumed: 0 })
-        .map_err(RunError::Report)?;
-    for skip in &summary.skipped {
-        reporter.report(&skip.event()).map_err(RunError::Report)?;
-    }
-    let started = std::time::Instant::now();
+    let mut items = Vec::new();
     for task in &task_set.tasks {
-        reporter
-            .report(&ResultEvent::ItemStarted { id: task.instance_id.clone() })
-            .map_err(RunError::Report)?;
-        let repo = match locator.locate(task).map_err(|e| e.to_string()).and_then(|path| {
+        let repo = match locator.locate(task).map_err(|e| crate::error_chain(&e)).and_then(|path| {
             git2::Repository::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))
         }) {
             Ok(repo) => repo,
             Err(reason) => {
-                let skip = Skipped {
+                summary.skipped.push(Skipped {
                     location: task.origin.clone(),
                     instance_id: Some(task.instance_id.clone()),
                     reason,
-                };
-                reporter.report(&skip.event()).map_err(RunError::Report)?;
-                summary.skipped.push(skip);
+                });
                 continue;
             }
         };
         let files = relevant_files(&repo, task, plan.prompt.retrieval, plan.prompt.max_files);
         let messages = prompt::build_messages(&task.problem_statement, &files, &plan.prompt);
         let prompt_sha256 = sha256_hex(&serde_json::to_string(&messages).unwrap_or_default());
-        if done.contains(&(task.instance_id.clone(), prompt_sha256.clone())) {
-            summary.kept += 1;
-            continue;
-        }
+        items.push(InferItem { task, repo, files, messages, prompt_sha256 });
+    }
+    let mut kernel = Kernel::open("swe infer", &plan.out, plan.force, reporter).map_err(RunError::Report)?;
+    let todo = kernel
+        .plan(items, |item| {
+            let fingerprint = FingerprintBuilder::new()
+                .id("model", &model_sha)
+                .value("sampling", &plan.sampling)
+                .value("max_tokens", &plan.max_tokens)
+                .id("prompt", &item.prompt_sha256)
+                .finish();
+            (item.task.instance_id.clone(), fingerprint)
+        })
+        .map_err(RunError::Report)?;
+    summary.kept = kernel.resume_summary().reused;
+    summary.recomputed = kernel
+        .resume_summary()
+        .recomputed
+        .iter()
+        .filter(|(k, _)| k.as_str() != "new")
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    for skip in &summary.skipped {
+        kernel.report(&skip.event()).map_err(RunError::Report)?;
+    }
+    for (item, fingerprint) in todo {
+        let task = item.task;
+        kernel
+            .report(&ResultEvent::ItemStarted { id: task.instance_id.clone() })
+            .map_err(RunError::Report)?;
         let request = GenerateRequest {
-            prompt: Prompt::Chat(messages),
+            prompt: Prompt::Chat(item.messages.clone()),
             max_tokens: plan.max_tokens,
             sampling: plan.sampling,
             stop: vec!["</patch>".into()],
@@ -156,9 +202,9 @@ pub fn infer(
         };
         // The stop string ends generation before `</patch>`; the extractor accepts that.
         let read_file = |path: &str| {
-            repos::read_at_commit(&repo, &task.base_commit, path).and_then(|b| String::from_utf8(b).ok())
+            repos::read_at_commit(&item.repo, &task.base_commit, path).and_then(|b| String::from_utf8(b).ok())
         };
-        let shown: Vec<String> = files.iter().map(|(path, _)| path.clone()).collect();
+        let shown: Vec<String> = item.files.iter().map(|(path, _)| path.clone()).collect();
         let extracted = extract::extract_patch(&output, &read_file, &shown);
         let method = serde_json::to_value(extracted.method).unwrap_or_default();
         *summary.extraction_methods.entry(method.as_str().unwrap_or("none").to_owned()).or_default() += 1;
@@ -166,34 +212,22 @@ pub fn infer(
         let mut extra = record_extra;
         extra.insert("full_output".into(), serde_json::json!(output));
         extra.insert("extraction_method".into(), method);
-        extra.insert("prompt_sha256".into(), serde_json::json!(prompt_sha256));
+        extra.insert("prompt_sha256".into(), serde_json::json!(item.prompt_sha256));
         extra.insert("retrieval".into(), serde_json::json!(plan.prompt.retrieval));
-        extra.insert(
-            "context_files".into(),
-            serde_json::json!(files.iter().map(|(p, _)| p).collect::<Vec<_>>()),
-        );
+        extra.insert("context_files".into(), serde_json::json!(shown));
+        extra.insert(FINGERPRINT_FIELD.into(), serde_json::json!(fingerprint));
         let prediction = Prediction {
             instance_id: task.instance_id.clone(),
             model_name_or_path: Some(model_name.clone()),
             model_patch: Some(extracted.patch),
             extra,
         };
-        appender.append(&prediction).map_err(RunError::Report)?;
+        let outcome = prediction.extra["extraction_method"].as_str().unwrap_or("none").to_owned();
+        let success = !prediction.patch().is_empty();
+        kernel.finish_item(prediction, &outcome, success).map_err(RunError::Report)?;
         summary.written += 1;
-        reporter
-            .report(&ResultEvent::ItemFinished {
-                id: task.instance_id.clone(),
-                outcome: prediction.extra["extraction_method"].as_str().unwrap_or("none").to_owned(),
-                success: !prediction.patch().is_empty(),
-                record: prediction,
-            })
-            .map_err(RunError::Report)?;
     }
-    reporter
-        .report(&ResultEvent::RunFinished {
-            counts: summary.extraction_methods.clone().into_iter().collect(),
-            elapsed_s: started.elapsed().as_secs_f64(),
-        })
-        .map_err(RunError::Report)?;
+    let methods = summary.extraction_methods.clone();
+    kernel.finish_with(|_| methods.clone().into_iter().collect()).map_err(RunError::Report)?;
     Ok(summary)
 }

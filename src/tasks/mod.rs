@@ -353,8 +353,8 @@ pub struct PredictionSet {
     pub skipped: Vec<Skipped>,
 }
 
-/// Loads predictions for `tasks`. Predictions for unknown instances and duplicates are
-/// skipped with a reason; tasks without a prediction are reported by the caller.
+/// Loads predictions for `tasks`. Predictions for unknown instances, and all but the last
+/// line of an instance, are skipped with a reason; tasks without a prediction are reported by the caller.
 pub fn load_predictions(source: &PredictionSource, tasks: &[SweTask]) -> Result<PredictionSet, LoadError> {
     let mut set = PredictionSet::default();
     match source {
@@ -376,6 +376,7 @@ pub fn load_predictions(source: &PredictionSource, tasks: &[SweTask]) -> Result<
             let known: HashSet<&str> = tasks.iter().map(|t| t.instance_id.as_str()).collect();
             let (records, skipped) = read_records::<Prediction>(path, "a prediction")?;
             set.skipped.extend(skipped);
+            let mut latest: BTreeMap<String, String> = BTreeMap::new();
             for (location, prediction) in records {
                 if !known.contains(prediction.instance_id.as_str()) {
                     set.skipped.push(Skipped {
@@ -383,13 +384,17 @@ pub fn load_predictions(source: &PredictionSource, tasks: &[SweTask]) -> Result<
                         instance_id: Some(prediction.instance_id.clone()),
                         reason: "prediction for an instance that is not in the dataset".into(),
                     });
-                } else if set.by_instance.contains_key(&prediction.instance_id) {
-                    set.skipped.push(Skipped {
-                        location,
-                        instance_id: Some(prediction.instance_id.clone()),
-                        reason: "duplicate prediction (the first one is kept)".into(),
-                    });
                 } else {
+                    // A file that was appended to (a resumed `swe infer`) ends with the newest.
+                    if let Some(earlier_location) =
+                        latest.insert(prediction.instance_id.clone(), location.clone())
+                    {
+                        set.skipped.push(Skipped {
+                            location: earlier_location,
+                            instance_id: Some(prediction.instance_id.clone()),
+                            reason: format!("superseded by the later prediction at {location}"),
+                        });
+                    }
                     set.by_instance.insert(prediction.instance_id.clone(), prediction);
                 }
             }

@@ -19,9 +19,13 @@ use sha2::{Digest, Sha256};
 
 use crate::grade::{self, Resolution, StatusMap, StatusSource, TestsStatus, Verdict};
 use crate::patch::{self, protect::Tampering, ApplyMethod};
-use crate::report::{self, JsonlAppender, Reporter, ResultEvent};
+use crate::report::{self, Reporter};
 use crate::sandbox::{EnvSpec, Limits, Sandbox};
 use crate::tasks::{self, repos, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
+
+use super::fingerprint::{Fingerprint, FingerprintBuilder};
+use super::kernel::Kernel;
+use super::store::StoredRecord;
 
 /// Where the sandbox user's workspace is.
 const WORKSPACE: &str = "/workspace";
@@ -70,6 +74,8 @@ pub struct GradePlan {
     pub settings: GradeSettings,
     /// Extra manifest entries (model info and inference settings when the model ran).
     pub extra_manifest: BTreeMap<String, serde_json::Value>,
+    /// Grade everything again, reusing no earlier result.
+    pub force: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +123,9 @@ pub struct InstanceResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub model_name_or_path: Option<String>,
-    /// Hash of everything that decides this result; a changed hash means a rerun.
-    pub input_hash: String,
+    /// Everything that decided this result; resume recomputes it when any part changes.
+    #[serde(default)]
+    pub fingerprint: Option<Fingerprint>,
     pub timings: Timings,
     /// Folder with this instance's patch, test output and report, relative to the output.
     pub log_dir: String,
@@ -165,32 +172,33 @@ impl GradeReport {
     }
 }
 
-/// The files a run of `task` reads, hashed with the settings that change its result.
-pub fn input_hash(task: &SweTask, prediction: &Prediction, settings: &GradeSettings) -> String {
-    let mut hasher = Sha256::new();
-    let task_json = serde_json::to_string(task).unwrap_or_default();
-    hasher.update(task_json.as_bytes());
-    hasher.update([0]);
-    hasher.update(prediction.patch().as_bytes());
-    hasher.update([0]);
+/// Everything that decides the grade of `prediction` on `task`.
+pub fn fingerprint(task: &SweTask, prediction: &Prediction, settings: &GradeSettings) -> Fingerprint {
     let image =
         task.environment.as_ref().and_then(|e| e.image.clone()).unwrap_or_else(|| settings.image.clone());
-    hasher.update(
-        format!(
-            "{image}\0{}\0{}\0{:?}\0{}",
-            settings.timeout.as_secs_f64(),
-            settings.flaky_reruns,
-            settings.limits,
-            env!("CARGO_PKG_VERSION")
-        )
-        .as_bytes(),
-    );
+    let mut builder = FingerprintBuilder::new()
+        .value("task", task)
+        .bytes("prediction", prediction.patch().as_bytes())
+        .id("image", settings.image_id.as_deref().filter(|_| image == settings.image).unwrap_or(&image))
+        .value("settings", &(settings.timeout.as_secs_f64(), settings.flaky_reruns, &settings.limits));
     if let Some(bundle) = &task.bundle {
-        if let Ok(bytes) = std::fs::read(bundle) {
-            hasher.update(Sha256::digest(&bytes));
-        }
+        builder = builder.bytes("repository", &std::fs::read(bundle).unwrap_or_default());
     }
-    hex::encode(&hasher.finalize()[..16])
+    builder.finish()
+}
+
+impl StoredRecord for InstanceResult {
+    fn key(&self) -> String {
+        self.instance_id.clone()
+    }
+
+    fn fingerprint(&self) -> Option<Fingerprint> {
+        self.fingerprint.clone()
+    }
+
+    fn is_infrastructure_failure(&self) -> bool {
+        matches!(self.verdict, Verdict::Error | Verdict::EnvError)
+    }
 }
 
 /// File-system-safe form of an instance id for log folders.
@@ -238,101 +246,58 @@ pub async fn grade<S: Sandbox + 'static>(
 
     std::fs::create_dir_all(&plan.out)
         .map_err(|source| RunError::Report(report::ReportError::Write { path: plan.out.clone(), source }))?;
-    let results_path = plan.out.join("results.jsonl");
-    // Results of an earlier run: the last record per instance wins.
-    let (previous, unreadable): (Vec<InstanceResult>, Vec<String>) = report::read_jsonl(&results_path);
-    for line in unreadable {
-        tracing::warn!("ignoring unreadable earlier result {line}");
-    }
-    let mut kept: BTreeMap<String, InstanceResult> = BTreeMap::new();
-    for result in previous {
-        kept.insert(result.instance_id.clone(), result);
-    }
-    let mut finished: BTreeMap<String, InstanceResult> = BTreeMap::new();
-    let mut todo = Vec::new();
-    for (task, prediction) in work {
-        let hash = input_hash(&task, &prediction, &plan.settings);
-        match kept.remove(&task.instance_id) {
-            // An `error` is ours or the task's, not the patch's: it is retried.
-            Some(old) if old.input_hash == hash && old.verdict != Verdict::Error => {
-                finished.insert(task.instance_id.clone(), old);
-            }
-            _ => todo.push((task, prediction, hash)),
-        }
-    }
-
     write_manifest(plan, &task_set.tasks).map_err(RunError::Report)?;
-    let mut appender = JsonlAppender::open(&results_path).map_err(RunError::Report)?;
-    reporter
-        .report(&ResultEvent::RunStarted {
-            run: "swe grade".into(),
-            total: todo.len(),
-            resumed: finished.len(),
+    let mut kernel = Kernel::open("swe grade", &plan.out.join("results.jsonl"), plan.force, reporter)
+        .map_err(RunError::Report)?;
+    let todo = kernel
+        .plan(work, |(task, prediction)| {
+            (task.instance_id.clone(), fingerprint(task, prediction, &plan.settings))
         })
         .map_err(RunError::Report)?;
     for skip in &skipped {
-        reporter.report(&skip.event()).map_err(RunError::Report)?;
+        kernel.report(&skip.event()).map_err(RunError::Report)?;
     }
 
     let locator =
         Arc::new(RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone()));
     let settings = Arc::new(plan.settings.clone());
     let out = Arc::new(plan.out.clone());
-    let permits = Arc::new(tokio::sync::Semaphore::new(plan.settings.workers.max(1)));
-    let mut running = tokio::task::JoinSet::new();
-    let mut ids = BTreeMap::new();
-    for (task, prediction, hash) in todo {
-        let (sandbox, locator, settings, out, permits) =
-            (sandbox.clone(), locator.clone(), settings.clone(), out.clone(), permits.clone());
-        let id = task.instance_id.clone();
-        let handle = running.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            grade_instance(sandbox, &locator, &settings, &out, task, prediction, hash).await
-        });
-        ids.insert(handle.id(), id);
-    }
-    while let Some(joined) = running.join_next_with_id().await {
-        let result = match joined {
-            Ok((_, result)) => result,
-            Err(e) => {
-                // A panic in one instance is that instance's error, not the run's end.
-                let id = ids.get(&e.id()).cloned().unwrap_or_default();
-                error_result(&id, format!("internal error: {e}"))
-            }
-        };
-        appender.append(&result).map_err(RunError::Report)?;
-        reporter
-            .report(&ResultEvent::ItemFinished {
-                id: result.instance_id.clone(),
-                outcome: result.verdict.as_str().into(),
-                success: result.resolved,
-                record: result.clone(),
-            })
-            .map_err(RunError::Report)?;
-        if result.verdict == Verdict::Error {
-            skipped.push(Skipped {
-                location: result.instance_id.clone(),
-                instance_id: Some(result.instance_id.clone()),
-                reason: result.detail.clone().unwrap_or_else(|| "error".into()),
-            });
+    kernel
+        .run_concurrently(
+            todo,
+            plan.settings.workers,
+            |(task, _)| task.instance_id.clone(),
+            |(task, prediction), fingerprint| {
+                let (sandbox, locator, settings, out) =
+                    (sandbox.clone(), locator.clone(), settings.clone(), out.clone());
+                async move {
+                    grade_instance(sandbox, &locator, &settings, &out, task, prediction, fingerprint).await
+                }
+            },
+            // A panic in one instance is that instance's error, not the run's end.
+            |id, why| error_result(id, why),
+            |result| (result.verdict.as_str().to_owned(), result.resolved),
+        )
+        .await
+        .map_err(RunError::Report)?;
+    let verdict_counts = |records: &BTreeMap<String, InstanceResult>| {
+        let mut counts = BTreeMap::new();
+        for r in records.values() {
+            *counts.entry(r.verdict.as_str().to_owned()).or_default() += 1;
         }
-        finished.insert(result.instance_id.clone(), result);
+        counts
+    };
+    let finished = kernel.finish_with(verdict_counts).map_err(RunError::Report)?;
+    for result in finished.values().filter(|r| r.verdict == Verdict::Error) {
+        skipped.push(Skipped {
+            location: result.instance_id.clone(),
+            instance_id: Some(result.instance_id.clone()),
+            reason: result.detail.clone().unwrap_or_else(|| "error".into()),
+        });
     }
-
     let report = GradeReport::new(finished.into_values().collect(), skipped);
     report::write_json_atomic(&plan.out.join("report.json"), &report).map_err(RunError::Report)?;
-    reporter
-        .report(&ResultEvent::RunFinished {
-            counts: report
-                .summary
-                .verdicts
-                .iter()
-                .filter(|(_, n)| **n > 0)
-                .map(|(k, v)| (k.clone(), *v))
-                .collect(),
-            elapsed_s: started.elapsed().as_secs_f64(),
-        })
-        .map_err(RunError::Report)?;
+    let _ = started;
     Ok(report)
 }
 
@@ -391,7 +356,7 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
         detail: Some(detail),
         reason: None,
         model_name_or_path: None,
-        input_hash: String::new(),
+        fingerprint: None,
         timings: Timings::default(),
         log_dir: format!("logs/{}", safe_name(id)),
     }
@@ -404,7 +369,7 @@ async fn grade_instance<S: Sandbox + 'static>(
     out: &Path,
     task: SweTask,
     prediction: Prediction,
-    input_hash: String,
+    fingerprint: Fingerprint,
 ) -> InstanceResult {
     let started = Instant::now();
     let log_rel = format!("logs/{}", safe_name(&task.instance_id));
@@ -413,7 +378,7 @@ async fn grade_instance<S: Sandbox + 'static>(
     let _ = std::fs::write(log_dir.join("model.patch"), prediction.patch());
     let mut result = error_result(&task.instance_id, String::new());
     result.detail = None;
-    result.input_hash = input_hash;
+    result.fingerprint = Some(fingerprint);
     result.log_dir = log_rel;
     result.model_name_or_path = prediction.model_name_or_path.clone();
     let finish = |mut result: InstanceResult, started: Instant| {
