@@ -745,6 +745,7 @@ async fn grade_instance<S: Sandbox + 'static>(
         limits: settings.limits.clone(),
         workdir: WORKSPACE.into(),
         env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+        user: Default::default(),
     };
     // An unguessable report name, so code under test cannot simply write a fake one.
     let junit = format!("{WORKSPACE}/.repairbench-{}.xml", random_token());
