@@ -1,12 +1,14 @@
 //! Code suites judge by completion, on the real Docker engine: a program passes only when its
 //! body ran to its end. Exit tricks, signals, hogs, fork bombs and attempts to forge results
 //! fail the program that tries them and leave every other program's status as it was, whether
-//! programs run one per container or side by side; and a daemon a program leaves is killed.
+//! programs run one per container or side by side; a daemon a program leaves is killed; and a
+//! runner killed mid-batch is rerun, not scored.
 
 mod common_sandbox;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use repairbench::sandbox::docker::LABEL_RUN;
 use repairbench::sandbox::{DockerSandbox, EnvSpec};
 use repairbench::suites::{CodeRunner, Program, ProgramStatus, SandboxCodeRunner};
 use ProgramStatus::{Failed, Passed, Timeout};
@@ -229,4 +231,38 @@ assert not left, left
     let rt = tokio::runtime::Runtime::new().unwrap();
     let statuses = runner(&rt, 1).run(&[program(daemon), program(checker)]).unwrap();
     assert_eq!(statuses, [Passed, Passed]);
+}
+
+#[test]
+fn programs_a_killed_runner_left_unjudged_are_rerun_in_a_fresh_container() {
+    // Program 0 is quick; program 1 takes 3 s, during which the container is killed from
+    // outside (as an engine failure or the host's OOM killer would). Program 1 and later ones
+    // have no result from that container and must be rerun, not scored.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let runner = runner(&rt, 1);
+    let slow_correct = format!("import time\ntime.sleep(3)\n{CORRECT}");
+    let programs = [program(CORRECT), program(&slow_correct), program(WRONG)];
+    let docker = runner.sandbox.docker().clone();
+    let run_label = format!("{LABEL_RUN}={}", runner.sandbox.run_id());
+    let killer = rt.spawn(async move {
+        use bollard::query_parameters::{KillContainerOptionsBuilder, ListContainersOptionsBuilder};
+        let filters = std::collections::HashMap::from([("label", vec![run_label])]);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            let list = ListContainersOptionsBuilder::default().filters(&filters).build();
+            let running = docker.list_containers(Some(list)).await.unwrap();
+            if let Some(id) = running.first().and_then(|c| c.id.clone()) {
+                // Let the first program finish, then kill during the second.
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                let kill = KillContainerOptionsBuilder::default().signal("KILL").build();
+                docker.kill_container(&id, Some(kill)).await.unwrap();
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    });
+    let statuses = runner.run(&programs).unwrap();
+    assert!(rt.block_on(killer).unwrap(), "the container was never seen running");
+    assert_eq!(statuses, [Passed, Passed, Failed]);
 }

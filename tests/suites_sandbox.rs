@@ -39,6 +39,7 @@ fn code_suites_in_the_sandbox() {
     let summary = evaluate(&humaneval, &opts, None, Some(&runner)).unwrap();
     eprintln!("canonical HumanEval: 164 programs in {:?}", started.elapsed());
     assert_eq!(summary.items, 164);
+    assert_eq!(summary.metrics["harness_errors"].sum, 0.0);
     let pass1 = &summary.metrics["pass@1"];
     assert_eq!((pass1.value, pass1.n, pass1.sum), (1.0, 164, 164.0), "{:?}", summary.metrics);
     assert_eq!(summary.metrics["timeout_rate"].sum, 0.0);
@@ -80,6 +81,8 @@ fn code_suites_in_the_sandbox() {
     // Exiting before the tests ran is no pass: only a program body that ran to its end is.
     assert_eq!(records[1]["outputs"][0]["status"], "failed");
     assert_eq!(records[1]["scores"]["pass@1"], 0.0);
+    assert_eq!(records[0]["scores"]["harness_errors"], 0.0);
+    assert_eq!(summary.metrics["harness_errors"].sum, 0.0);
 
     // Unknown task ids are named with file and line; nothing is written for them.
     std::fs::write(

@@ -3,12 +3,13 @@
 //! per-program nonce on a pipe only the runner reads); any exit, signal or exception before that
 //! fails it. Statuses come back on the runner's own output stream, out of the programs' reach.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::sandbox::{EnvSpec, ExecRequest, Sandbox, SandboxUser, Verdict};
+use crate::stats::pass_at_k;
 
 use super::SuiteError;
 
@@ -25,6 +26,9 @@ pub const PROGRAM_NPROC: i64 = 64;
 const CONTAINER_MEMORY_OVERHEAD: u64 = 512 << 20;
 /// Container pids beyond the programs' own: init, the runner and its kill helpers.
 const CONTAINER_PIDS_OVERHEAD: i64 = 64;
+/// Runs per program when the harness, not the program, fails (the first and two reruns).
+pub const HARNESS_ATTEMPTS: usize = 3;
+
 /// One program to run; it passes when its body runs to its end within `timeout_s`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Program {
@@ -47,6 +51,26 @@ pub enum ProgramStatus {
 pub trait CodeRunner {
     /// One status per program, in order.
     fn run(&self, programs: &[Program]) -> Result<Vec<ProgramStatus>, SuiteError>;
+}
+
+/// Per-item scores of a code item from its programs' statuses. Harness errors are left out of
+/// every rate and of pass@k's n (pass@k is skipped when fewer than k samples remain) and
+/// counted in `harness_errors`.
+pub fn code_scores(statuses: &[ProgramStatus], ks: &[usize]) -> BTreeMap<String, f64> {
+    let count = |s: ProgramStatus| statuses.iter().filter(|&&x| x == s).count();
+    let errors = count(ProgramStatus::Error);
+    let n = statuses.len() - errors;
+    let mut scores = BTreeMap::from([("harness_errors".to_string(), errors as f64)]);
+    if n == 0 {
+        return scores;
+    }
+    let (passed, timeouts) = (count(ProgramStatus::Passed), count(ProgramStatus::Timeout));
+    for &k in ks.iter().filter(|&&k| k <= n) {
+        scores.insert(format!("pass@{k}"), pass_at_k(n, passed, k));
+    }
+    scores.insert("timeout_rate".into(), timeouts as f64 / n as f64);
+    scores.insert("wrong_rate".into(), (n - passed - timeouts) as f64 / n as f64);
+    scores
 }
 
 /// The environment programs run in: `base` with the supervisor user and limits sized so that
@@ -197,11 +221,40 @@ impl<S: Sandbox> SandboxCodeRunner<S> {
 }
 
 impl<S: Sandbox> CodeRunner for SandboxCodeRunner<S> {
+    /// Programs the harness failed on are rerun in a fresh container, up to
+    /// [`HARNESS_ATTEMPTS`] runs in all; those still failing stay `Error`. When no attempt
+    /// got a container to run in, the error is returned instead: nothing was measured.
     fn run(&self, programs: &[Program]) -> Result<Vec<ProgramStatus>, SuiteError> {
-        if programs.is_empty() {
-            return Ok(Vec::new());
+        let mut statuses = vec![ProgramStatus::Error; programs.len()];
+        let mut todo: Vec<usize> = (0..programs.len()).collect();
+        let mut last_failure = None;
+        let mut ran = false;
+        for attempt in 1..=HARNESS_ATTEMPTS {
+            if todo.is_empty() {
+                break;
+            }
+            if attempt > 1 {
+                tracing::warn!(attempt, programs = todo.len(), "rerunning programs after harness errors");
+            }
+            let batch: Vec<Program> = todo.iter().map(|&i| programs[i].clone()).collect();
+            match self.runtime.block_on(self.run_once(&batch)) {
+                Ok(got) => {
+                    ran = true;
+                    for (&i, status) in todo.iter().zip(got) {
+                        statuses[i] = status;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "the program container failed");
+                    last_failure = Some(e);
+                }
+            }
+            todo.retain(|&i| statuses[i] == ProgramStatus::Error);
         }
-        self.runtime.block_on(self.run_once(programs))
+        match last_failure {
+            Some(e) if !ran => Err(e),
+            _ => Ok(statuses),
+        }
     }
 }
 
