@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use common_sandbox::{assert_run_left_nothing, connect, default_image};
 use repairbench::sandbox::pool::{run_pool, PoolError};
 use repairbench::sandbox::services::{ServiceGroup, ServiceSpec};
-use repairbench::sandbox::{archive, EnvSpec, ExecRequest, Job, Limits, Sandbox, Verdict};
+use repairbench::sandbox::{archive, EnvSpec, ExecRequest, Job, Limits, Sandbox, SandboxUser, Verdict};
 
 fn job(cmd: &[&str], timeout_s: u64) -> Job {
     Job {
@@ -43,6 +43,36 @@ async fn code_runs_as_an_unprivileged_user_without_capabilities() {
     assert!(out.result.stdout.contains("CapEff:\t0000000000000000"), "{}", out.result.stdout);
     assert!(out.result.stdout.contains("CapBnd:\t0000000000000000"), "{}", out.result.stdout);
     assert!(out.result.stdout.contains("NoNewPrivs:\t1"), "{}", out.result.stdout);
+    assert_run_left_nothing(&sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_supervisor_is_root_with_three_capabilities_and_execs_run_as_it() {
+    let sandbox = connect().await;
+    let mut spec = spec();
+    spec.user = SandboxUser::Supervisor;
+    let env = sandbox.create(&spec).await.unwrap();
+    let script = "id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; \
+                  touch /workspace/x 2>/dev/null && echo workspace-writable; \
+                  python3 -c 'import os; os.setgroups([]); os.setgid(4242); os.setuid(4242); print(os.getuid())'";
+    let request = ExecRequest {
+        cmd: ["sh", "-c", script].map(String::from).to_vec(),
+        timeout: Duration::from_secs(30),
+        workdir: None,
+        env: vec![],
+    };
+    let out = sandbox.exec(&env, &request).await.unwrap();
+    sandbox.destroy(env).await.unwrap();
+    assert_eq!(out.verdict, Verdict::Exit(0), "stderr: {}", out.stderr);
+    // CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7) and nothing else; no DAC override, so the
+    // unprivileged user's workspace is not writable to it.
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[..2], ["0", "0"], "{}", out.stdout);
+    assert!(out.stdout.contains("CapEff:\t00000000000000e0"), "{}", out.stdout);
+    assert!(out.stdout.contains("CapBnd:\t00000000000000e0"), "{}", out.stdout);
+    assert!(out.stdout.contains("NoNewPrivs:\t1"), "{}", out.stdout);
+    assert!(!out.stdout.contains("workspace-writable"), "{}", out.stdout);
+    assert_eq!(lines.last(), Some(&"4242"), "it can switch to any uid: {}", out.stdout);
     assert_run_left_nothing(&sandbox).await;
 }
 

@@ -286,3 +286,22 @@ fn parquet_rows_equal_the_same_rows_in_jsonl() {
     let err = load_rows(bad.path(), &fields).unwrap_err().to_string();
     assert!(err.contains(&bad.path().display().to_string()) && err.contains("Parquet"), "{err}");
 }
+
+#[test]
+fn harness_errors_are_left_out_of_pass_at_k_and_counted() {
+    use repairbench::suites::{code_scores, ProgramStatus::*};
+    // 5 samples, 2 harness errors: pass@k over the 3 judged ones (2 passed, 1 timeout).
+    let scores = code_scores(&[Passed, Error, Timeout, Error, Passed], &[1, 3, 4]);
+    assert_eq!(scores["harness_errors"], 2.0);
+    assert!((scores["pass@1"] - 2.0 / 3.0).abs() < 1e-12, "{scores:?}");
+    assert_eq!(scores["pass@3"], 1.0);
+    assert!(!scores.contains_key("pass@4"), "fewer than k judged samples: no pass@k");
+    assert!((scores["timeout_rate"] - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(scores["wrong_rate"], 0.0);
+    // All samples lost to the harness: only the count, no rate that would read as a failure.
+    let scores = code_scores(&[Error, Error], &[1]);
+    assert_eq!(scores.into_iter().collect::<Vec<_>>(), [("harness_errors".to_string(), 2.0)]);
+    // Without errors the counts are the usual ones.
+    let scores = code_scores(&[Failed, Passed, Failed, Failed], &[1]);
+    assert_eq!((scores["pass@1"], scores["wrong_rate"], scores["harness_errors"]), (0.25, 0.75, 0.0));
+}

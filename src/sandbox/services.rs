@@ -141,6 +141,7 @@ impl ServiceGroup {
             limits: service.limits.clone(),
             workdir: "/workspace".into(),
             env: service.env.clone(),
+            user: Default::default(),
         };
         let config = self.sandbox.container_config(
             &spec,

@@ -1,20 +1,35 @@
-//! Executing generated programs: many per container, each in its own subprocess with its own
-//! timeout (harness/run_programs.py), one result line per program.
+//! Executing generated programs: many per container, judged by harness/run_programs.py. A
+//! program passes only when its whole body ran to its end (the runner's wrapper then reports a
+//! per-program nonce on a pipe only the runner reads); any exit, signal or exception before that
+//! fails it. Statuses come back on the runner's own output stream, out of the programs' reach.
 
-use std::collections::HashMap;
-use std::io::Read;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{EnvSpec, ExecRequest, Sandbox, Verdict};
+use crate::sandbox::{EnvSpec, ExecRequest, Sandbox, SandboxUser, Verdict};
+use crate::stats::pass_at_k;
 
 use super::SuiteError;
 
 /// The in-container runner, shipped inside the binary.
 pub const RUNNER_SCRIPT: &str = include_str!("../../harness/run_programs.py");
 
-/// One program to run; it passes when it exits 0 within `timeout_s`.
+/// Address space of one program process (RLIMIT_AS): a hog gets MemoryError long before the
+/// container is full.
+pub const PROGRAM_MEMORY_BYTES: u64 = 1 << 30;
+/// Processes and threads one program may have at once (RLIMIT_NPROC of its own uid).
+pub const PROGRAM_NPROC: i64 = 64;
+/// Container memory beyond the programs' own: the runner, the /tmp and /dev/shm tmpfs (64 MiB
+/// each, charged to the container) and slack for page tables.
+const CONTAINER_MEMORY_OVERHEAD: u64 = 512 << 20;
+/// Container pids beyond the programs' own: init, the runner and its kill helpers.
+const CONTAINER_PIDS_OVERHEAD: i64 = 64;
+/// Runs per program when the harness, not the program, fails (the first and two reruns).
+pub const HARNESS_ATTEMPTS: usize = 3;
+
+/// One program to run; it passes when its body runs to its end within `timeout_s`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Program {
     pub source: String,
@@ -22,7 +37,7 @@ pub struct Program {
 }
 
 /// How one program ended. A timeout is not a wrong answer; `Error` means the harness could
-/// not produce a result for it.
+/// not produce a result for it (never something a program can choose).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProgramStatus {
@@ -38,9 +53,44 @@ pub trait CodeRunner {
     fn run(&self, programs: &[Program]) -> Result<Vec<ProgramStatus>, SuiteError>;
 }
 
+/// Per-item scores of a code item from its programs' statuses. Harness errors are left out of
+/// every rate and of pass@k's n (pass@k is skipped when fewer than k samples remain) and
+/// counted in `harness_errors`.
+pub fn code_scores(statuses: &[ProgramStatus], ks: &[usize]) -> BTreeMap<String, f64> {
+    let count = |s: ProgramStatus| statuses.iter().filter(|&&x| x == s).count();
+    let errors = count(ProgramStatus::Error);
+    let n = statuses.len() - errors;
+    let mut scores = BTreeMap::from([("harness_errors".to_string(), errors as f64)]);
+    if n == 0 {
+        return scores;
+    }
+    let (passed, timeouts) = (count(ProgramStatus::Passed), count(ProgramStatus::Timeout));
+    for &k in ks.iter().filter(|&&k| k <= n) {
+        scores.insert(format!("pass@{k}"), pass_at_k(n, passed, k));
+    }
+    scores.insert("timeout_rate".into(), timeouts as f64 / n as f64);
+    scores.insert("wrong_rate".into(), (n - passed - timeouts) as f64 / n as f64);
+    scores
+}
+
+/// The environment programs run in: `base` with the supervisor user and limits sized so that
+/// `workers` programs at their own limits fit in the container together (one program's hog or
+/// fork bomb hits its own rlimit, not its siblings).
+pub fn program_env(base: &EnvSpec, workers: usize) -> EnvSpec {
+    let workers = workers.max(1);
+    let mut spec = base.clone();
+    spec.user = SandboxUser::Supervisor;
+    spec.limits.memory_bytes = workers as u64 * PROGRAM_MEMORY_BYTES + CONTAINER_MEMORY_OVERHEAD;
+    spec.limits.pids = workers as i64 * PROGRAM_NPROC + CONTAINER_PIDS_OVERHEAD;
+    // Status lines carry stderr tails; a cut stream would turn results into harness errors.
+    spec.limits.output_cap_bytes = spec.limits.output_cap_bytes.max(16 << 20);
+    spec
+}
+
 /// Runs programs in a fresh sandbox environment per batch.
 pub struct SandboxCodeRunner<S: Sandbox> {
     pub sandbox: S,
+    /// Image and CPUs; user and the other limits come from [`program_env`].
     pub spec: EnvSpec,
     pub runtime: tokio::runtime::Handle,
     /// Programs run side by side inside the container.
@@ -51,19 +101,32 @@ pub struct SandboxCodeRunner<S: Sandbox> {
 struct RunnerResult {
     id: String,
     status: ProgramStatus,
+    #[serde(default)]
+    harness_error: Option<String>,
 }
 
-fn tar_of(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>, SuiteError> {
+/// A tar entry: path, mode, contents (`None`: a directory). Everything belongs to root, so
+/// the jobs directory (0700) is the runner's alone and the scratch parent (1733) lets each
+/// program make its own directory without seeing the others'.
+type Entry = (String, u32, Option<Vec<u8>>);
+
+fn tar_of(entries: &[Entry]) -> Result<Vec<u8>, SuiteError> {
     let mut builder = tar::Builder::new(Vec::new());
-    for (name, bytes) in files {
+    for (name, mode, bytes) in entries {
         let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mode(*mode);
         header.set_mtime(0);
+        let data = bytes.as_deref().unwrap_or_default();
+        header.set_entry_type(if bytes.is_some() {
+            tar::EntryType::Regular
+        } else {
+            tar::EntryType::Directory
+        });
+        header.set_size(data.len() as u64);
         header.set_cksum();
-        builder
-            .append_data(&mut header, name, bytes.as_slice())
-            .map_err(|e| sandbox_err("pack programs", e))?;
+        builder.append_data(&mut header, name, data).map_err(|e| sandbox_err("pack programs", e))?;
     }
     builder.into_inner().map_err(|e| sandbox_err("pack programs", e))
 }
@@ -80,66 +143,76 @@ fn sandbox_err(op: &'static str, e: impl std::error::Error) -> SuiteError {
 }
 
 impl<S: Sandbox> SandboxCodeRunner<S> {
-    async fn run_async(&self, programs: &[Program]) -> Result<Vec<ProgramStatus>, SuiteError> {
-        let workdir = self.spec.workdir.trim_end_matches('/').to_string();
-        let mut files = vec![("run_programs.py".to_string(), RUNNER_SCRIPT.as_bytes().to_vec())];
+    /// One attempt: all `programs` in one fresh container. A program without a status line
+    /// (the runner died, the exec timed out) gets `Error`; `Err` means the container itself
+    /// failed.
+    async fn run_once(&self, programs: &[Program]) -> Result<Vec<ProgramStatus>, SuiteError> {
+        let workers = self.workers.max(1);
+        let spec = program_env(&self.spec, workers);
+        let workdir = spec.workdir.trim_end_matches('/').to_string();
+        let mut entries: Vec<Entry> = vec![
+            ("run_programs.py".into(), 0o644, Some(RUNNER_SCRIPT.as_bytes().to_vec())),
+            ("jobs".into(), 0o700, None),
+            ("scratch".into(), 0o1733, None),
+        ];
         let mut jobs = Vec::new();
         for (i, p) in programs.iter().enumerate() {
             let file = format!("p{i}.py");
             jobs.push(serde_json::json!({"id": format!("p{i}"), "file": file, "timeout": p.timeout_s}));
-            files.push((format!("jobs/{file}"), p.source.as_bytes().to_vec()));
+            entries.push((format!("jobs/{file}"), 0o600, Some(p.source.as_bytes().to_vec())));
         }
-        files.push(("jobs/jobs.json".into(), serde_json::to_vec(&jobs).expect("JSON of plain values")));
-        let workers = self.workers.max(1);
+        let jobs = serde_json::to_vec(&jobs).expect("JSON of plain values");
+        entries.push(("jobs/jobs.json".into(), 0o600, Some(jobs)));
         let budget: f64 = programs.iter().map(|p| p.timeout_s + 0.5).sum::<f64>() / workers as f64 + 60.0;
 
-        let env = self.sandbox.create(&self.spec).await.map_err(|e| sandbox_err("create", e))?;
+        let env = self.sandbox.create(&spec).await.map_err(|e| sandbox_err("create", e))?;
         let result = async {
-            self.sandbox.copy_in(&env, &workdir, tar_of(&files)?).await.map_err(|e| sandbox_err("copy_in", e))?;
+            self.sandbox
+                .copy_in(&env, &workdir, tar_of(&entries)?)
+                .await
+                .map_err(|e| sandbox_err("copy_in", e))?;
             let request = ExecRequest {
                 cmd: vec![
                     "python3".into(),
+                    "-I".into(),
                     format!("{workdir}/run_programs.py"),
                     format!("{workdir}/jobs"),
-                    format!("{workdir}/out/results.jsonl"),
+                    format!("{workdir}/scratch"),
                     workers.to_string(),
+                    PROGRAM_MEMORY_BYTES.to_string(),
+                    PROGRAM_NPROC.to_string(),
                 ],
                 timeout: Duration::from_secs_f64(budget),
                 workdir: Some(workdir.clone()),
                 env: Vec::new(),
             };
-            let exec = self.sandbox.exec(&env, &request).await.map_err(|e| sandbox_err("exec", e))?;
-            if !matches!(exec.verdict, Verdict::Exit(0)) {
-                tracing::warn!(verdict = %exec.verdict, stderr = %exec.stderr, "program runner did not finish cleanly");
-                if !matches!(exec.verdict, Verdict::Timeout) {
-                    return Err(SuiteError::Execution {
-                        op: "run programs",
-                        message: format!("{}: {}", exec.verdict, exec.stderr.trim()),
-                    });
-                }
-            }
-            let tar = self
-                .sandbox
-                .copy_out(&env, &format!("{workdir}/out/results.jsonl"))
-                .await
-                .map_err(|e| sandbox_err("copy_out", e))?;
-            let mut archive = tar::Archive::new(tar.as_slice());
-            let mut text = String::new();
-            for entry in archive.entries().map_err(|e| sandbox_err("read results", e))? {
-                let mut entry = entry.map_err(|e| sandbox_err("read results", e))?;
-                entry.read_to_string(&mut text).map_err(|e| sandbox_err("read results", e))?;
-            }
-            Ok::<_, SuiteError>(text)
+            self.sandbox.exec(&env, &request).await.map_err(|e| sandbox_err("exec", e))
         }
         .await;
         if let Err(e) = self.sandbox.destroy(env).await {
             tracing::warn!(error = %e, "could not remove the program runner's environment");
         }
-        let text = result?;
+        let exec = result?;
+        if !matches!(exec.verdict, Verdict::Exit(0)) || exec.stdout_truncated {
+            tracing::warn!(verdict = %exec.verdict, truncated = exec.stdout_truncated, stderr = %exec.stderr,
+                "program runner did not finish cleanly; programs without a result are harness errors");
+        }
         let mut by_id: HashMap<String, ProgramStatus> = HashMap::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let r: RunnerResult = serde_json::from_str(line).map_err(|e| sandbox_err("parse results", e))?;
-            by_id.insert(r.id, r.status);
+        for line in exec.stdout.lines().filter(|l| !l.trim().is_empty()) {
+            let r: RunnerResult = match serde_json::from_str(line) {
+                Ok(r) => r,
+                // A line cut by the output cap or a dying runner; its program reruns.
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable runner line");
+                    continue;
+                }
+            };
+            if let Some(message) = &r.harness_error {
+                tracing::warn!(id = %r.id, %message, "the runner could not judge a program");
+            }
+            // Only the runner writes here; a repeated id would be its bug, so trust neither.
+            let status = if by_id.contains_key(&r.id) { ProgramStatus::Error } else { r.status };
+            by_id.insert(r.id, status);
         }
         Ok((0..programs.len())
             .map(|i| by_id.get(&format!("p{i}")).copied().unwrap_or(ProgramStatus::Error))
@@ -148,11 +221,40 @@ impl<S: Sandbox> SandboxCodeRunner<S> {
 }
 
 impl<S: Sandbox> CodeRunner for SandboxCodeRunner<S> {
+    /// Programs the harness failed on are rerun in a fresh container, up to
+    /// [`HARNESS_ATTEMPTS`] runs in all; those still failing stay `Error`. When no attempt
+    /// got a container to run in, the error is returned instead: nothing was measured.
     fn run(&self, programs: &[Program]) -> Result<Vec<ProgramStatus>, SuiteError> {
-        if programs.is_empty() {
-            return Ok(Vec::new());
+        let mut statuses = vec![ProgramStatus::Error; programs.len()];
+        let mut todo: Vec<usize> = (0..programs.len()).collect();
+        let mut last_failure = None;
+        let mut ran = false;
+        for attempt in 1..=HARNESS_ATTEMPTS {
+            if todo.is_empty() {
+                break;
+            }
+            if attempt > 1 {
+                tracing::warn!(attempt, programs = todo.len(), "rerunning programs after harness errors");
+            }
+            let batch: Vec<Program> = todo.iter().map(|&i| programs[i].clone()).collect();
+            match self.runtime.block_on(self.run_once(&batch)) {
+                Ok(got) => {
+                    ran = true;
+                    for (&i, status) in todo.iter().zip(got) {
+                        statuses[i] = status;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "the program container failed");
+                    last_failure = Some(e);
+                }
+            }
+            todo.retain(|&i| statuses[i] == ProgramStatus::Error);
         }
-        self.runtime.block_on(self.run_async(programs))
+        match last_failure {
+            Some(e) if !ran => Err(e),
+            _ => Ok(statuses),
+        }
     }
 }
 
@@ -171,7 +273,8 @@ pub fn docker_runner(
         Ok::<_, SuiteError>((sandbox, image))
     })?;
     let mut spec = EnvSpec::new(image);
-    // Programs run side by side; give the container a CPU per worker (up to the host's).
+    // Programs run side by side; give the container a CPU per worker (up to the host's). The
+    // other limits and the user are set per run by `program_env`.
     spec.limits.cpus = workers.clamp(1, crate::env::threads()) as f64;
     Ok(SandboxCodeRunner { sandbox, spec, runtime: runtime.handle().clone(), workers })
 }

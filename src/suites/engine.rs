@@ -10,9 +10,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::model::{ChatMessage, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest};
-use crate::stats::pass_at_k;
 
-use super::code::{CodeRunner, Program, ProgramStatus};
+use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::{Suite, SuiteKind};
 use super::data::load_rows;
 use super::metrics::{aggregate, Aggregate, MetricResult};
@@ -413,19 +412,11 @@ impl Run<'_, '_> {
             for output in &mut record.outputs {
                 output.status = Some(statuses.next().unwrap_or(ProgramStatus::Error));
             }
-            let n = record.outputs.len();
-            if n == 0 {
+            if record.outputs.is_empty() {
                 continue;
             }
-            let count = |s: ProgramStatus| record.outputs.iter().filter(|o| o.status == Some(s)).count();
-            let (passed, timeouts, errors) =
-                (count(ProgramStatus::Passed), count(ProgramStatus::Timeout), count(ProgramStatus::Error));
-            for &k in code.ks.iter().filter(|&&k| k <= n) {
-                record.scores.insert(format!("pass@{k}"), pass_at_k(n, passed, k));
-            }
-            record.scores.insert("timeout_rate".into(), timeouts as f64 / n as f64);
-            record.scores.insert("wrong_rate".into(), (n - passed - timeouts - errors) as f64 / n as f64);
-            record.scores.insert("error_rate".into(), errors as f64 / n as f64);
+            let statuses: Vec<ProgramStatus> = record.outputs.iter().filter_map(|o| o.status).collect();
+            record.scores = code_scores(&statuses, &code.ks);
         }
         Ok(records)
     }

@@ -18,7 +18,9 @@ pub mod template;
 
 use std::path::PathBuf;
 
-pub use code::{docker_runner, CodeRunner, Program, ProgramStatus, SandboxCodeRunner};
+pub use code::{
+    code_scores, docker_runner, program_env, CodeRunner, Program, ProgramStatus, SandboxCodeRunner,
+};
 pub use config::{Suite, SuiteKind};
 pub use engine::{evaluate, humaneval_slice, EvalOptions, EvalSummary, SampleRecord};
 pub use metrics::MetricResult;

@@ -435,6 +435,7 @@ async fn grade_instance<S: Sandbox + 'static>(
         limits: settings.limits.clone(),
         workdir: WORKSPACE.into(),
         env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+        user: Default::default(),
     };
     let test_files: Vec<String> = patch::files_touched(&task.test_patch);
     let plan =
