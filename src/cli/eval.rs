@@ -40,6 +40,9 @@ pub struct EvalArgs {
     /// Output directory (results.json, samples.jsonl, manifest.json); rerunning resumes.
     #[arg(long)]
     pub out: PathBuf,
+    /// Compute every item again instead of resuming from what an earlier run left in --out.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
@@ -53,6 +56,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
         out: args.out,
         code_batch: args.batch,
         canonical: args.canonical,
+        force: args.force,
     };
     let mut model: Option<Box<dyn LanguageModel>> = None;
     if opts.samples.is_none() && !opts.canonical {

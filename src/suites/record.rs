@@ -1,0 +1,103 @@
+//! The records a suite run writes: one [`SampleRecord`] per (seed, item) in `samples.jsonl`,
+//! and the [`EvalSummary`] of the whole run.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::code::ProgramStatus;
+use super::config::SuiteKind;
+use super::metrics::MetricResult;
+use crate::run::fingerprint::Fingerprint;
+use crate::run::store::StoredRecord;
+
+/// One generated sequence and, for code, how its program ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputRecord {
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub finish: Option<crate::model::FinishReason>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub status: Option<ProgramStatus>,
+}
+
+/// One scored option of a multiple-choice item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChoiceRecord {
+    /// The scored continuation, as sent (with its delimiter).
+    pub continuation: String,
+    pub loglikelihood: f64,
+    pub tokens: usize,
+    pub chars: usize,
+    pub is_greedy: bool,
+}
+
+/// One line of `samples.jsonl`: everything needed to audit an item's score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    pub suite: String,
+    pub seed: u64,
+    pub doc_id: String,
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    /// The exact text the model saw.
+    pub prompt: String,
+    pub prompt_sha256: String,
+    /// The reference: the answer (generate), the gold option index (multiple choice), or null.
+    pub target: serde_json::Value,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub outputs: Vec<OutputRecord>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub choices: Vec<ChoiceRecord>,
+    /// Extracted answers by extractor (generate) or predicted option by metric (multiple choice).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub extracted: BTreeMap<String, Option<String>>,
+    /// Per-item values of every metric; the reported metrics are their means.
+    pub scores: BTreeMap<String, f64>,
+    /// What the record was made from (suite file, data row, few-shot data, model, code...);
+    /// resume recomputes the item when any part changes.
+    #[serde(default)]
+    pub fingerprint: Option<Fingerprint>,
+}
+
+impl SampleRecord {
+    /// The store key of an item under a seed.
+    pub fn key_of(seed: u64, doc_id: &str) -> String {
+        format!("{seed}:{doc_id}")
+    }
+}
+
+impl StoredRecord for SampleRecord {
+    fn key(&self) -> String {
+        Self::key_of(self.seed, &self.doc_id)
+    }
+
+    fn fingerprint(&self) -> Option<Fingerprint> {
+        self.fingerprint.clone()
+    }
+
+    /// A code item some of whose programs the harness could not judge.
+    fn is_infrastructure_failure(&self) -> bool {
+        self.scores.get("harness_errors").is_some_and(|n| *n > 0.0)
+    }
+}
+
+/// What [`evaluate`] returns (also written to `results.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub suite: String,
+    pub kind: SuiteKind,
+    pub items: usize,
+    pub seeds: Vec<u64>,
+    pub metrics: BTreeMap<String, MetricResult>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub groups: BTreeMap<String, BTreeMap<String, MetricResult>>,
+    pub config: serde_json::Value,
+    /// Items computed now and items taken from an earlier, interrupted run.
+    pub computed: usize,
+    pub resumed: usize,
+    pub out_dir: PathBuf,
+}
+
