@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use repairbench::suites::config::Suite;
 use repairbench::suites::data::load_rows;
 use repairbench::suites::engine::mc_predictions;
-use repairbench::suites::record::ChoiceRecord;
 use repairbench::suites::prompt::{build_prompt, choice_item, fewshot_examples, make_docs, Doc};
+use repairbench::suites::record::ChoiceRecord;
 use repairbench::suites::{load_suite, source, SuiteError};
 
 fn fixtures() -> PathBuf {

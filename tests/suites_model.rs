@@ -72,6 +72,33 @@ fn mmlu_fixture_is_scored_per_subject_and_reproducibly() {
     let resumed = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
     assert_eq!((resumed.computed, resumed.resumed), (0, 5));
     assert_eq!(resumed.metrics, first.metrics);
+
+    // A changed prompt template (the suite file) recomputes every item, and says why.
+    let text = std::fs::read_to_string(&suite.path).unwrap().replace("Answer:", "Answer :");
+    let edited = Suite::parse(&suite.path, text).unwrap();
+    let changed = evaluate(&edited, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
+    assert_eq!((changed.computed, changed.resumed), (5, 0));
+    assert_eq!(changed.recomputed, [("suite changed".to_string(), 5)].into());
+    // Records another build of repairbench made are recomputed too.
+    let samples = dir.path().join("a/samples.jsonl");
+    let stale: Vec<String> = std::fs::read_to_string(&samples)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["fingerprint"]["parts"]["code"] = "0000000-another-build".into();
+            v["fingerprint"]["hash"] = "stale".into();
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&samples, stale.join("\n") + "\n").unwrap();
+    let rebuilt = evaluate(&edited, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
+    assert_eq!(rebuilt.recomputed, [("code changed".to_string(), 5)].into());
+    // --force recomputes everything.
+    let mut other = opts.clone();
+    other.force = true;
+    let forced = evaluate(&edited, &other, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
+    assert_eq!(forced.recomputed, [("forced".to_string(), 5)].into());
 }
 
 #[test]

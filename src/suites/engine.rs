@@ -16,8 +16,8 @@ use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::{Suite, SuiteKind};
 use super::data::load_rows;
 use super::metrics::{aggregate, Aggregate};
-use super::record::{ChoiceRecord, EvalSummary, OutputRecord, SampleRecord};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
+use super::record::{ChoiceRecord, EvalSummary, OutputRecord, SampleRecord};
 use super::source::DataSource;
 use super::SuiteError;
 
@@ -457,20 +457,29 @@ pub fn evaluate_with(
     let samples_path = opts.out.join("samples.jsonl");
     let mut kernel = Kernel::open(&format!("eval {}", suite.def.name), &samples_path, opts.force, reporter)
         .map_err(SuiteError::Report)?;
-    let items: Vec<(u64, Doc)> = seeds.iter().flat_map(|&seed| docs.iter().map(move |d| (seed, d.clone()))).collect();
+    let items: Vec<(u64, Doc)> =
+        seeds.iter().flat_map(|&seed| docs.iter().map(move |d| (seed, d.clone()))).collect();
     let todo = kernel
         .plan(items, |(seed, doc)| (SampleRecord::key_of(*seed, &doc.id), item_fingerprint(doc)))
         .map_err(SuiteError::Report)?;
     let resumed = kernel.resume_summary().reused;
+    let recomputed: BTreeMap<String, usize> = kernel
+        .resume_summary()
+        .recomputed
+        .iter()
+        .filter(|(k, _)| k.as_str() != "new")
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
     let mut run = Run { suite, pool, shots, model, runner, completions };
     let mut computed = 0usize;
     // Each record is stored as soon as it exists, so a crash keeps it.
-    let mut keep = |kernel: &mut Kernel<'_, SampleRecord>, mut record: SampleRecord, fingerprint: &Fingerprint| {
-        record.fingerprint = Some(fingerprint.clone());
-        let outcome = outcome_label(&record);
-        computed += 1;
-        kernel.finish_item(record, &outcome.0, outcome.1).map_err(SuiteError::Report)
-    };
+    let mut keep =
+        |kernel: &mut Kernel<'_, SampleRecord>, mut record: SampleRecord, fingerprint: &Fingerprint| {
+            record.fingerprint = Some(fingerprint.clone());
+            let outcome = outcome_label(&record);
+            computed += 1;
+            kernel.finish_item(record, &outcome.0, outcome.1).map_err(SuiteError::Report)
+        };
     for &seed in &seeds {
         let todo: Vec<(&Doc, &Fingerprint)> =
             todo.iter().filter(|((s, _), _)| *s == seed).map(|((_, d), f)| (d, f)).collect();
@@ -512,6 +521,7 @@ pub fn evaluate_with(
         config: config.clone(),
         computed,
         resumed,
+        recomputed,
         out_dir: opts.out.clone(),
     };
     let results = serde_json::json!({
@@ -552,7 +562,8 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), SuiteError> 
 
 /// The label and success of a record for events: the first metric's value.
 fn outcome_label(record: &SampleRecord) -> (String, bool) {
-    let primary = ["pass@1", "acc", "exact_match"].iter().find_map(|m| record.scores.get(*m).map(|v| (*m, *v)));
+    let primary =
+        ["pass@1", "acc", "exact_match"].iter().find_map(|m| record.scores.get(*m).map(|v| (*m, *v)));
     match primary {
         Some((metric, value)) => (format!("{metric} {value}"), value > 0.0),
         None => ("done".into(), true),

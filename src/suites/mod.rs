@@ -24,8 +24,8 @@ pub use code::{
 };
 pub use config::{Suite, SuiteKind};
 pub use engine::{evaluate, evaluate_with, humaneval_slice, EvalOptions};
-pub use record::{EvalSummary, SampleRecord};
 pub use metrics::MetricResult;
+pub use record::{EvalSummary, SampleRecord};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {

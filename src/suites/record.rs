@@ -98,6 +98,8 @@ pub struct EvalSummary {
     /// Items computed now and items taken from an earlier, interrupted run.
     pub computed: usize,
     pub resumed: usize,
+    /// Items computed again although an earlier record existed, by reason (`model changed`...).
+    #[serde(default)]
+    pub recomputed: BTreeMap<String, usize>,
     pub out_dir: PathBuf,
 }
-
