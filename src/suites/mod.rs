@@ -55,7 +55,22 @@ pub enum SuiteError {
     Report(#[source] crate::report::ReportError),
 }
 
+/// The shipped suite files, inside the binary, so an installed binary needs no source tree.
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("arc_challenge", include_str!("../../harness/suites/arc_challenge.toml")),
+    ("arc_easy", include_str!("../../harness/suites/arc_easy.toml")),
+    ("gpqa", include_str!("../../harness/suites/gpqa.toml")),
+    ("gsm8k", include_str!("../../harness/suites/gsm8k.toml")),
+    ("hellaswag", include_str!("../../harness/suites/hellaswag.toml")),
+    ("humaneval", include_str!("../../harness/suites/humaneval.toml")),
+    ("humaneval_sampled", include_str!("../../harness/suites/humaneval_sampled.toml")),
+    ("mbpp", include_str!("../../harness/suites/mbpp.toml")),
+    ("mmlu", include_str!("../../harness/suites/mmlu.toml")),
+];
+
 /// Directory holding the suite files: `$REPAIRBENCH_HARNESS/suites`, else the source tree's.
+/// Suites are read from it only when `REPAIRBENCH_HARNESS` is set; otherwise the shipped
+/// copies inside the binary are used (see [`load_suite`]).
 pub fn suites_dir() -> PathBuf {
     match std::env::var_os(crate::env::HARNESS_DIR) {
         Some(dir) => PathBuf::from(dir).join("suites"),
@@ -63,24 +78,34 @@ pub fn suites_dir() -> PathBuf {
     }
 }
 
-/// Loads a suite by name (`humaneval`) from [`suites_dir`], or from a path to a `.toml` file.
+/// Loads a suite by name (`humaneval`): from `$REPAIRBENCH_HARNESS/suites` when that is set,
+/// else the copy shipped inside the binary; or from a path to a `.toml` file.
 pub fn load_suite(name_or_path: &str) -> Result<Suite, SuiteError> {
     let as_path = std::path::Path::new(name_or_path);
     if name_or_path.ends_with(".toml") || as_path.is_file() {
         return Suite::load(as_path);
     }
-    let dir = suites_dir();
-    let path = dir.join(format!("{name_or_path}.toml"));
-    if path.is_file() {
-        return Suite::load(&path);
-    }
-    let mut known: Vec<String> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str()?.strip_suffix(".toml").map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    known.sort();
+    let known: Vec<String> = if std::env::var_os(crate::env::HARNESS_DIR).is_some() {
+        let dir = suites_dir();
+        let path = dir.join(format!("{name_or_path}.toml"));
+        if path.is_file() {
+            return Suite::load(&path);
+        }
+        let mut known: Vec<String> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().to_str()?.strip_suffix(".toml").map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        known.sort();
+        known
+    } else {
+        if let Some((name, text)) = SHIPPED.iter().find(|(name, _)| *name == name_or_path) {
+            // Named as in the source tree, so messages point at the file a user would edit.
+            return Suite::parse(&suites_dir().join(format!("{name}.toml")), text.to_string());
+        }
+        SHIPPED.iter().map(|(name, _)| name.to_string()).collect()
+    };
     Err(SuiteError::UnknownSuite { name: name_or_path.to_string(), known: known.join(", ") })
 }
