@@ -294,3 +294,23 @@ pub fn render_with(
     }
     suite.templates.render(template, &to_value(ctx)).map_err(|m| doc.err(m))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Option shuffles are part of a run's results: these orders must never change.
+    #[test]
+    fn permutations_are_pinned() {
+        assert_eq!(permutation(4, 0), [2, 1, 0, 3]);
+        assert_eq!(permutation(4, 1), [2, 0, 3, 1]);
+        assert_eq!(permutation(10, 42), [0, 9, 5, 8, 6, 4, 7, 2, 1, 3]);
+        assert_eq!(permutation(10, u64::MAX), [3, 4, 2, 7, 5, 0, 8, 1, 9, 6]);
+        assert_eq!(
+            permutation(26, 0xDEAD_BEEF),
+            [8, 0, 3, 17, 2, 21, 23, 12, 13, 25, 10, 6, 1, 15, 16, 9, 24, 11, 18, 7, 22, 20, 14, 5, 4, 19]
+        );
+        let key = stable_hash(&[b"shuffle", &0u64.to_le_bytes(), b"{\"q\":1}"]);
+        assert_eq!(permutation(4, key), [1, 2, 3, 0]);
+    }
+}
