@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use repairbench::suites::config::Suite;
 use repairbench::suites::data::load_rows;
-use repairbench::suites::engine::{mc_predictions, ChoiceRecord};
+use repairbench::suites::engine::mc_predictions;
 use repairbench::suites::prompt::{build_prompt, choice_item, fewshot_examples, make_docs, Doc};
+use repairbench::suites::record::ChoiceRecord;
 use repairbench::suites::{load_suite, source, SuiteError};
 
 fn fixtures() -> PathBuf {

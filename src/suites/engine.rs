@@ -17,6 +17,7 @@ use super::config::{Suite, SuiteKind};
 use super::data::load_rows;
 use super::metrics::{aggregate, Aggregate, MetricResult};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
+use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
 use super::source::DataSource;
 use super::SuiteError;
 
@@ -54,56 +55,6 @@ impl EvalOptions {
             canonical: false,
         }
     }
-}
-
-/// One generated sequence and, for code, how its program ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutputRecord {
-    pub text: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub finish: Option<crate::model::FinishReason>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub status: Option<ProgramStatus>,
-}
-
-/// One scored option of a multiple-choice item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChoiceRecord {
-    /// The scored continuation, as sent (with its delimiter).
-    pub continuation: String,
-    pub loglikelihood: f64,
-    pub tokens: usize,
-    pub chars: usize,
-    pub is_greedy: bool,
-}
-
-/// One line of `samples.jsonl`: everything needed to audit an item's score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SampleRecord {
-    pub suite: String,
-    pub seed: u64,
-    pub doc_id: String,
-    pub index: usize,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub group: Option<String>,
-    /// The exact text the model saw.
-    pub prompt: String,
-    pub prompt_sha256: String,
-    /// The reference: the answer (generate), the gold option index (multiple choice), or null.
-    pub target: serde_json::Value,
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub outputs: Vec<OutputRecord>,
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub choices: Vec<ChoiceRecord>,
-    /// Extracted answers by extractor (generate) or predicted option by metric (multiple choice).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
-    pub extracted: BTreeMap<String, Option<String>>,
-    /// Per-item values of every metric; the reported metrics are their means.
-    pub scores: BTreeMap<String, f64>,
-    /// SHA-256 of the dataset row: an edited row is recomputed on resume, the others kept.
-    pub row_sha256: String,
-    /// Fingerprint of the configuration that produced this record (suite, model, options).
-    pub config_sha256: String,
 }
 
 /// What [`evaluate`] returns (also written to `results.json`).

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{mean, sample_std, stderr_of_mean, SeedSummary};
 
-use super::engine::SampleRecord;
+use super::record::SampleRecord;
 
 /// One metric of one suite.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod extract;
 pub mod metrics;
 pub mod prompt;
+pub mod record;
 pub mod source;
 pub mod template;
 
@@ -20,8 +21,9 @@ use std::path::PathBuf;
 
 pub use code::{docker_runner, CodeRunner, Program, ProgramStatus, SandboxCodeRunner};
 pub use config::{Suite, SuiteKind};
-pub use engine::{evaluate, humaneval_slice, EvalOptions, EvalSummary, SampleRecord};
+pub use engine::{evaluate, humaneval_slice, EvalOptions, EvalSummary};
 pub use metrics::MetricResult;
+pub use record::SampleRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
