@@ -13,8 +13,9 @@ use crate::model::{ChatMessage, GenerateRequest, LanguageModel, Prompt, Sampling
 use crate::stats::pass_at_k;
 
 use super::code::{CodeRunner, Program, ProgramStatus};
-use super::config::{Suite, SuiteKind};
+use super::config::Suite;
 use super::data::load_rows;
+use super::def::SuiteKind;
 use super::metrics::{aggregate, Aggregate, MetricResult};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
 use super::record::{ChoiceRecord, OutputRecord, SampleRecord};

@@ -9,6 +9,7 @@
 pub mod code;
 pub mod config;
 pub mod data;
+pub mod def;
 pub mod engine;
 pub mod extract;
 pub mod metrics;
@@ -20,7 +21,8 @@ pub mod template;
 use std::path::PathBuf;
 
 pub use code::{docker_runner, CodeRunner, Program, ProgramStatus, SandboxCodeRunner};
-pub use config::{Suite, SuiteKind};
+pub use config::Suite;
+pub use def::SuiteKind;
 pub use engine::{evaluate, humaneval_slice, EvalOptions, EvalSummary};
 pub use metrics::MetricResult;
 pub use record::SampleRecord;

@@ -5,8 +5,9 @@
 use minijinja::Value;
 use sha2::{Digest, Sha256};
 
-use super::config::{Sampler, Suite, SuiteKind};
+use super::config::Suite;
 use super::data::Row;
+use super::def::{Sampler, SuiteKind};
 use super::SuiteError;
 
 /// A row with its id.
