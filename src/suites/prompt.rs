@@ -5,6 +5,8 @@
 use minijinja::Value;
 use sha2::{Digest, Sha256};
 
+use crate::rng::SplitMix64;
+
 use super::config::Suite;
 use super::data::Row;
 use super::def::{Sampler, SuiteKind};
@@ -101,24 +103,12 @@ pub fn stable_hash(parts: &[&[u8]]) -> u64 {
     u64::from_le_bytes(digest[..8].try_into().expect("sha256 has 32 bytes"))
 }
 
-/// splitmix64: a tiny deterministic generator seeded from a hash.
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// A permutation of `0..n` determined by `key` alone (Fisher-Yates on a hash-seeded stream).
 pub fn permutation(n: usize, key: u64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = SplitMix(key);
+    let mut rng = SplitMix64::new(key);
     for i in (1..n).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
         order.swap(i, j);
     }
     order
