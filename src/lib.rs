@@ -10,6 +10,7 @@ pub mod grade;
 pub mod model;
 pub mod patch;
 pub mod report;
+pub mod rng;
 pub mod run;
 pub mod sandbox;
 pub mod stats;

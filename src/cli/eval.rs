@@ -60,8 +60,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     };
     let mut model: Option<Box<dyn LanguageModel>> = None;
     if opts.samples.is_none() && !opts.canonical {
-        let source = args.model.as_deref().unwrap_or(repairbench::model::DEFAULT_MODEL);
-        model = Some(load_model(source).with_context(|| format!("loading model {source}"))?);
+        model = Some(super::swe::load_model(args.model.as_deref())?);
     }
     let runtime;
     let runner = if suite.kind() == SuiteKind::Code {
@@ -78,10 +77,6 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     )?;
     print_summary(&summary);
     Ok(crate::cli::EXIT_OK)
-}
-
-fn load_model(source: &str) -> anyhow::Result<Box<dyn LanguageModel>> {
-    Ok(Box::new(repairbench::model::Engine::load(source)?))
 }
 
 /// One line per metric: value ± stderr (n), and the spread over seeds when there are several.

@@ -7,7 +7,7 @@ use candle_core::Tensor;
 
 use super::chat::ChatTemplate;
 use super::error::{ModelError, Result};
-use super::gguf::{sha256_file, GgufFile};
+use super::gguf::GgufFile;
 use super::sampling::{argmax, Sampler};
 use super::source;
 use super::tokenizer::TextTokenizer;
@@ -82,9 +82,8 @@ impl Engine {
         };
         let sha256 = match sha256 {
             Some(s) => s,
-            None => {
-                sha256_file(path).map_err(|source| ModelError::Open { path: path.to_path_buf(), source })?
-            }
+            None => source::sha256_file(path)
+                .map_err(|source| ModelError::Open { path: path.to_path_buf(), source })?,
         };
         let info = ModelInfo {
             source: source.to_string(),

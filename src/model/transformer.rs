@@ -472,7 +472,7 @@ mod tests {
 
     /// A small deterministic pseudo-random fill.
     fn fill(n: usize, seed: u64) -> Vec<f32> {
-        let mut rng = super::super::sampling::SplitMix64::new(seed);
+        let mut rng = crate::rng::SplitMix64::new(seed);
         (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect()
     }
 

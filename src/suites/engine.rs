@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::model::{ChatMessage, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest};
@@ -13,11 +14,12 @@ use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::run::kernel::Kernel;
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
-use super::config::{Suite, SuiteKind};
+use super::config::Suite;
 use super::data::load_rows;
-use super::metrics::{aggregate, Aggregate};
+use super::def::SuiteKind;
+use super::metrics::{aggregate, Aggregate, MetricResult};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
-use super::record::{ChoiceRecord, EvalSummary, OutputRecord, SampleRecord};
+use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
 use super::source::DataSource;
 use super::SuiteError;
 
@@ -58,6 +60,26 @@ impl EvalOptions {
             force: false,
         }
     }
+}
+
+/// What [`evaluate`] returns (also written to `results.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub suite: String,
+    pub kind: SuiteKind,
+    pub items: usize,
+    pub seeds: Vec<u64>,
+    pub metrics: BTreeMap<String, MetricResult>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub groups: BTreeMap<String, BTreeMap<String, MetricResult>>,
+    pub config: serde_json::Value,
+    /// Items computed now and items taken from an earlier, interrupted run.
+    pub computed: usize,
+    pub resumed: usize,
+    /// Items computed again although an earlier record existed, by reason (`model changed`...).
+    #[serde(default)]
+    pub recomputed: BTreeMap<String, usize>,
+    pub out_dir: PathBuf,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SuiteError + '_ {

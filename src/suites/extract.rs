@@ -3,7 +3,7 @@
 
 use regex::Regex;
 
-use super::config::{ExtractDef, ExtractKind};
+use super::def::{ExtractDef, ExtractKind};
 
 pub struct Extractor {
     pub name: String,

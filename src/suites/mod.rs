@@ -9,6 +9,7 @@
 pub mod code;
 pub mod config;
 pub mod data;
+pub mod def;
 pub mod engine;
 pub mod extract;
 pub mod metrics;
@@ -22,10 +23,11 @@ use std::path::PathBuf;
 pub use code::{
     code_scores, docker_runner, program_env, CodeRunner, Program, ProgramStatus, SandboxCodeRunner,
 };
-pub use config::{Suite, SuiteKind};
-pub use engine::{evaluate, evaluate_with, humaneval_slice, EvalOptions};
+pub use config::Suite;
+pub use def::SuiteKind;
+pub use engine::{evaluate, evaluate_with, humaneval_slice, EvalOptions, EvalSummary};
 pub use metrics::MetricResult;
-pub use record::{EvalSummary, SampleRecord};
+pub use record::SampleRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {

@@ -5,8 +5,11 @@
 use minijinja::Value;
 use sha2::{Digest, Sha256};
 
-use super::config::{Sampler, Suite, SuiteKind};
+use crate::rng::SplitMix64;
+
+use super::config::Suite;
 use super::data::Row;
+use super::def::{Sampler, SuiteKind};
 use super::SuiteError;
 
 /// A row with its id.
@@ -100,24 +103,12 @@ pub fn stable_hash(parts: &[&[u8]]) -> u64 {
     u64::from_le_bytes(digest[..8].try_into().expect("sha256 has 32 bytes"))
 }
 
-/// splitmix64: a tiny deterministic generator seeded from a hash.
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// A permutation of `0..n` determined by `key` alone (Fisher-Yates on a hash-seeded stream).
 pub fn permutation(n: usize, key: u64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = SplitMix(key);
+    let mut rng = SplitMix64::new(key);
     for i in (1..n).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
         order.swap(i, j);
     }
     order
@@ -293,4 +284,24 @@ pub fn render_with(
         ctx.insert((*k).to_string(), v.clone());
     }
     suite.templates.render(template, &to_value(ctx)).map_err(|m| doc.err(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Option shuffles are part of a run's results: these orders must never change.
+    #[test]
+    fn permutations_are_pinned() {
+        assert_eq!(permutation(4, 0), [2, 1, 0, 3]);
+        assert_eq!(permutation(4, 1), [2, 0, 3, 1]);
+        assert_eq!(permutation(10, 42), [0, 9, 5, 8, 6, 4, 7, 2, 1, 3]);
+        assert_eq!(permutation(10, u64::MAX), [3, 4, 2, 7, 5, 0, 8, 1, 9, 6]);
+        assert_eq!(
+            permutation(26, 0xDEAD_BEEF),
+            [8, 0, 3, 17, 2, 21, 23, 12, 13, 25, 10, 6, 1, 15, 16, 9, 24, 11, 18, 7, 22, 20, 14, 5, 4, 19]
+        );
+        let key = stable_hash(&[b"shuffle", &0u64.to_le_bytes(), b"{\"q\":1}"]);
+        assert_eq!(permutation(4, key), [1, 2, 3, 0]);
+    }
 }

@@ -1,14 +1,10 @@
-//! The records a suite run writes: one [`SampleRecord`] per (seed, item) in `samples.jsonl`,
-//! and the [`EvalSummary`] of the whole run.
+//! The records a suite run writes: one [`SampleRecord`] per (seed, item) in `samples.jsonl`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::code::ProgramStatus;
-use super::config::SuiteKind;
-use super::metrics::MetricResult;
 use crate::run::fingerprint::Fingerprint;
 use crate::run::store::StoredRecord;
 
@@ -82,24 +78,4 @@ impl StoredRecord for SampleRecord {
     fn is_infrastructure_failure(&self) -> bool {
         self.scores.get("harness_errors").is_some_and(|n| *n > 0.0)
     }
-}
-
-/// What [`evaluate`] returns (also written to `results.json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EvalSummary {
-    pub suite: String,
-    pub kind: SuiteKind,
-    pub items: usize,
-    pub seeds: Vec<u64>,
-    pub metrics: BTreeMap<String, MetricResult>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
-    pub groups: BTreeMap<String, BTreeMap<String, MetricResult>>,
-    pub config: serde_json::Value,
-    /// Items computed now and items taken from an earlier, interrupted run.
-    pub computed: usize,
-    pub resumed: usize,
-    /// Items computed again although an earlier record existed, by reason (`model changed`...).
-    #[serde(default)]
-    pub recomputed: BTreeMap<String, usize>,
-    pub out_dir: PathBuf,
 }

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use minijinja::{Environment, UndefinedBehavior, Value};
 
-use super::config::SuiteDef;
+use super::def::SuiteDef;
 
 /// Letters offered to templates as `letters` (option labels A, B, C, ...).
 pub const LETTERS: [&str; 26] = [
