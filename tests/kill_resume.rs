@@ -135,9 +135,11 @@ fn killed_runs_resume_to_the_uninterrupted_results() {
             "--dataset",
             issues.to_str().unwrap(),
             "--max-tokens",
-            "24",
+            "16",
+            "--max-files",
+            "1",
             "--max-file-chars",
-            "1500",
+            "800",
         ]
         .iter()
         .map(|s| s.to_string())
