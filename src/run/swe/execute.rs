@@ -1,4 +1,4 @@
-//! Test runs in the sandbox and the verdict they lead to. Every run (the first, each flaky
+//! Test runs in the sandbox, and the runs the verdict ([`super::verdict`]) asks for. Every run (the first, each flaky
 //! rerun, the check without the prediction) gets a fresh environment holding the prepared
 //! tree and a fresh results channel; results count only when the harness plugin signed them
 //! and pytest's summary agrees ([`crate::grade::channel`]).
@@ -7,10 +7,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::grade::channel::{self, ResultsChannel, Tampered};
-use crate::grade::{self, junit, pytest_log, Resolution, StatusMap, StatusSource, Verdict};
+use crate::grade::{self, junit, pytest_log, StatusMap, StatusSource, Verdict};
 use crate::sandbox::{self, EnvSpec, ExecRequest, ExecResult, Sandbox};
 use crate::tasks::SweTask;
 
+use super::verdict::{self, RunFacts, Step};
 use super::{InstanceResult, WORKSPACE};
 
 /// What one run gave: how the command ended, and its statuses if they can be trusted.
@@ -154,10 +155,6 @@ fn first_file_in_tar(bytes: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-fn verdict_text(verdict: &sandbox::Verdict) -> String {
-    verdict.to_string()
-}
-
 /// Whether the test runner itself could not run.
 fn runner_broken(exec: &ExecResult) -> Option<String> {
     let sandbox::Verdict::Exit(code) = exec.verdict else { return None };
@@ -170,15 +167,6 @@ fn runner_broken(exec: &ExecResult) -> Option<String> {
         3 => Some("pytest internal error (exit 3)".into()),
         4 => Some("pytest usage error (exit 4)".into()),
         _ => None,
-    }
-}
-
-/// Whether the test process was killed (out of memory, or by a signal) rather than finishing.
-fn killed(exec: &ExecResult) -> bool {
-    match exec.verdict {
-        sandbox::Verdict::Oom => true,
-        sandbox::Verdict::Exit(code) => code >= 128,
-        _ => false,
     }
 }
 
@@ -210,15 +198,17 @@ impl<S: Sandbox> Evaluation<'_, S> {
     }
 }
 
-fn add_detail(result: &mut InstanceResult, note: &str) {
-    result.detail = Some(match result.detail.take() {
-        Some(d) => format!("{d}; {note}"),
-        None => note.into(),
-    });
+fn apply(result: &mut InstanceResult, outcome: verdict::Outcome) {
+    result.verdict = outcome.verdict;
+    result.reason = outcome.reason.map(str::to_owned);
+    result.detail = outcome.detail;
+    result.tests_status = outcome.tests_status;
+    result.resolution = outcome.resolution;
 }
 
-/// From the first run to a verdict: infrastructure failures, results that cannot be trusted,
-/// the check without the prediction when nothing ran, flaky reruns, then grading.
+/// From the first run to a verdict ([`verdict`] decides; this runs what it asks for): the
+/// check without the prediction when nothing usable came back, flaky reruns of the whole
+/// command in fresh environments, then grading.
 pub async fn evaluate<S: Sandbox>(
     context: &Evaluation<'_, S>,
     tree_tar: &[u8],
@@ -238,102 +228,59 @@ pub async fn evaluate<S: Sandbox>(
     if let Some(xml) = &run.junit_xml {
         let _ = std::fs::write(context.log_dir.join("junit.xml"), xml);
     }
-    result.test_exit = Some(verdict_text(&run.exec.verdict));
-    let nothing = || grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &StatusMap::new());
-    match &run.exec.verdict {
-        sandbox::Verdict::Timeout => {
-            result.verdict = Verdict::Timeout;
-            result.detail = Some(format!("tests ran past {} s", context.plan.timeout.as_secs_f64()));
-            result.tests_status = nothing();
-            return result;
-        }
-        sandbox::Verdict::Error(why) => {
-            result.verdict = Verdict::EnvError;
-            result.detail = Some(format!("sandbox: {why}"));
-            return result;
-        }
-        sandbox::Verdict::Oom => {
-            result.detail =
-                Some(format!("tests ran out of memory ({} bytes)", context.plan.spec.limits.memory_bytes));
-        }
-        sandbox::Verdict::Exit(_) => {}
-    }
-
-    // No usable results: the environment's fault when the tests cannot run without the
-    // prediction either; otherwise the prediction's.
-    let usable = match (&run.results, runner_broken(&run.exec)) {
-        (Ok((map, _)), None) if !map.is_empty() => None,
-        (_, Some(why)) => Some(why),
-        (Ok(_), None) => Some("no test results with the prediction".to_owned()),
-        (Err(tampered), None) => Some(tampered.to_string()),
+    result.test_exit = Some(run.exec.verdict.to_string());
+    let facts = RunFacts {
+        exec: run.exec.verdict.clone(),
+        runner_broken: runner_broken(&run.exec),
+        results: run.results.clone().map(|(map, _)| map),
     };
-    if let Some(why) = usable {
-        result.tests_status = nothing();
-        if !context.base_runs().await {
-            result.verdict = Verdict::EnvError;
-            result.detail = Some(format!("{why}, and the tests do not run without the prediction either"));
-            return result;
+    let step = verdict::first_step(
+        task,
+        &facts,
+        context.plan.timeout.as_secs_f64(),
+        context.plan.spec.limits.memory_bytes,
+    );
+    match step {
+        Step::Done(outcome) => apply(&mut result, outcome),
+        Step::CheckBase { why, note } => {
+            let base_ok = context.base_runs().await;
+            if base_ok {
+                result.status_source = Some(StatusSource::Junit);
+            }
+            apply(&mut result, verdict::after_base_check(task, &facts, &why, note, base_ok));
         }
-        result.status_source = Some(StatusSource::Junit);
-        match &run.results {
-            Err(_) if killed(&run.exec) => {
-                result.verdict = Verdict::Unresolved;
-                result.reason = Some("tests_crashed".into());
-                add_detail(
-                    &mut result,
-                    &format!("the test process was killed ({}) before reporting", run.exec.verdict),
-                );
+        Step::Grade { map, failing, note } => {
+            result.status_source = Some(StatusSource::Junit);
+            let mut reruns = Vec::new();
+            if !failing.is_empty() && context.flaky_reruns > 0 {
+                let reruns_started = Instant::now();
+                let mut rerun_log = String::new();
+                for index in 0..context.flaky_reruns {
+                    let Ok(rerun) = context.plan.run(context.sandbox, tree_tar).await else { break };
+                    rerun_log.push_str(&format!(
+                        "===== rerun {} ({}) =====\n{}\n",
+                        index + 1,
+                        rerun.exec.verdict,
+                        rerun.log()
+                    ));
+                    let Ok((rerun_map, _)) = rerun.results else {
+                        rerun_log.push_str("(results not trusted; this rerun does not count)\n");
+                        continue;
+                    };
+                    let all_passed =
+                        grade::tests_status(&[], &failing, &rerun_map).pass_to_pass.failure.is_empty();
+                    reruns.push(rerun_map);
+                    if all_passed {
+                        break;
+                    }
+                }
+                let _ = std::fs::write(context.log_dir.join("reruns.txt"), rerun_log);
+                result.timings.reruns_s = reruns_started.elapsed().as_secs_f64();
             }
-            Err(tampered) => {
-                result.verdict = Verdict::Error;
-                result.reason = Some("results_tampered".into());
-                add_detail(&mut result, &format!("{tampered} (test command: {})", run.exec.verdict));
-            }
-            Ok(_) => {
-                result.verdict = Verdict::Unresolved;
-                add_detail(&mut result, &format!("{why} (the tests run without it)"));
-            }
+            let (outcome, flaky) = verdict::graded(task, &map, &failing, &reruns, note);
+            apply(&mut result, outcome);
+            result.flaky_tests = flaky;
         }
-        return result;
     }
-    let Ok((mut map, _)) = run.results else { unreachable!("checked above") };
-    result.status_source = Some(StatusSource::Junit);
-
-    // Failing PASS_TO_PASS tests get reruns of the whole command, each in a fresh environment,
-    // before they count against the patch.
-    let failing = grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &map).pass_to_pass.failure;
-    if !failing.is_empty() && context.flaky_reruns > 0 {
-        let reruns_started = Instant::now();
-        let mut rerun_maps = Vec::new();
-        let mut rerun_log = String::new();
-        for index in 0..context.flaky_reruns {
-            let Ok(rerun) = context.plan.run(context.sandbox, tree_tar).await else { break };
-            rerun_log.push_str(&format!(
-                "===== rerun {} ({}) =====\n{}\n",
-                index + 1,
-                verdict_text(&rerun.exec.verdict),
-                rerun.log()
-            ));
-            let Ok((rerun_map, _)) = rerun.results else {
-                rerun_log.push_str("(results not trusted; this rerun does not count)\n");
-                continue;
-            };
-            let all_passed = grade::tests_status(&[], &failing, &rerun_map).pass_to_pass.failure.is_empty();
-            rerun_maps.push(rerun_map);
-            if all_passed {
-                break;
-            }
-        }
-        let _ = std::fs::write(context.log_dir.join("reruns.txt"), rerun_log);
-        let (merged, flaky) = grade::merge_reruns(&map, &rerun_maps, &failing);
-        map = merged;
-        result.flaky_tests = flaky;
-        result.timings.reruns_s = reruns_started.elapsed().as_secs_f64();
-    }
-
-    result.tests_status = grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &map);
-    result.resolution = grade::resolution(&result.tests_status);
-    result.verdict =
-        if result.resolution == Resolution::Full { Verdict::Resolved } else { Verdict::Unresolved };
     result
 }

@@ -8,6 +8,7 @@
 
 mod execute;
 mod prepare;
+pub mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
