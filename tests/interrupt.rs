@@ -209,6 +209,7 @@ fn infrastructure_errors_exit_3_and_bad_inputs_fail_fast() {
     std::fs::write(&dataset, format!("{task}\n")).unwrap();
     std::fs::create_dir(dir.path().join("repos")).unwrap();
     let grade = |extra: &[&str]| {
+        let workers = if extra.contains(&"--force") { "0" } else { "3" };
         repairbench()
             .args(["swe", "grade", "--dataset"])
             .arg(&dataset)
@@ -230,7 +231,7 @@ fn infrastructure_errors_exit_3_and_bad_inputs_fail_fast() {
     );
 
     let started = Instant::now();
-    let missing = grade(&["--image", "repairbench/no-such-image:0", "--force"]);
+    let missing = grade(&["--image", "repairbench/no-such-image:0"]);
     let message = String::from_utf8_lossy(&missing.stderr);
     assert_eq!(missing.status.code(), Some(1), "{message}");
     assert!(message.contains("image repairbench/no-such-image:0 is not in the Docker engine"), "{message}");

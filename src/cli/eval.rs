@@ -42,16 +42,13 @@ pub struct EvalArgs {
     pub out: PathBuf,
 }
 
-/// Code suites' programs side by side when neither the flag nor the environment says.
-const DEFAULT_CODE_WORKERS: usize = 2;
-
 pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     if args.workers == Some(0) {
         anyhow::bail!("--workers must be at least 1");
     }
     let workers = match args.workers {
         Some(n) => n,
-        None => repairbench::env::sandbox_workers()?.unwrap_or(DEFAULT_CODE_WORKERS),
+        None => repairbench::env::sandbox_workers()?.unwrap_or(pipeline::DEFAULT_CODE_WORKERS),
     };
     let plan = EvalPlan {
         suite: suites::load_suite(&args.suite)?,

@@ -31,7 +31,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let out = args.out.clone().unwrap_or_else(|| config.out.clone());
     eprintln!("repairbench run: model {}, results in {}", config.model, out.display());
-    let report = pipeline::run_default(&config, &out)?;
+    let report = pipeline::run_default(&config, &out, repairbench::env::sandbox_workers()?)?;
     println!("== code repair ({})", config.repair.dataset.display());
     super::swe::print_summary(&report.repair, &report.repair_out);
     println!("== HumanEval (first {} problems)", config.humaneval.limit);

@@ -222,6 +222,9 @@ pub struct EvalPlan {
     pub workers: usize,
 }
 
+/// Code-suite programs side by side when neither a flag nor the environment says.
+pub const DEFAULT_CODE_WORKERS: usize = 2;
+
 /// How long a code-suite container may live: far beyond any batch's budget.
 const CODE_ENV_LIFETIME: Duration = Duration::from_secs(2 * 3600);
 
@@ -263,8 +266,13 @@ pub struct DefaultRunReport {
 }
 
 /// `repairbench run`: the model repairs the configured issues, solves a HumanEval slice,
-/// then every patch is graded.
-pub fn run_default(config: &RunConfig, out: &Path) -> Result<DefaultRunReport, PipelineError> {
+/// then every patch is graded. `workers` (REPAIRBENCH_SANDBOX_WORKERS) replaces both the
+/// instances graded at once and the programs run side by side.
+pub fn run_default(
+    config: &RunConfig,
+    out: &Path,
+    workers: Option<usize>,
+) -> Result<DefaultRunReport, PipelineError> {
     if !config.repair.dataset.exists() {
         return Err(PipelineError::NoDataset(config.repair.dataset.clone()));
     }
@@ -273,6 +281,7 @@ pub fn run_default(config: &RunConfig, out: &Path) -> Result<DefaultRunReport, P
     create_dir(&repair_out)?;
     let mut settings = GradeSettings::new(String::new());
     settings.timeout = timeout;
+    settings.workers = workers.unwrap_or(settings.workers);
     let session = Session::start(grade_env_lifetime(&settings).max(CODE_ENV_LIFETIME))?;
     (settings.image, settings.image_id) = session.image(None)?;
     let sampling = Sampling { seed: config.seed, ..Sampling::GREEDY };
@@ -299,7 +308,7 @@ pub fn run_default(config: &RunConfig, out: &Path) -> Result<DefaultRunReport, P
     infer(model.as_mut(), &infer_plan)?;
 
     // 2. The same model solves a slice of HumanEval; completions run in the sandbox.
-    let runner = code_runner(&session, 2)?;
+    let runner = code_runner(&session, workers.unwrap_or(DEFAULT_CODE_WORKERS))?;
     let humaneval =
         suites::humaneval_slice(model.as_mut(), &runner, config.humaneval.limit, &out.join("humaneval"))?;
     drop((runner, model));
