@@ -19,7 +19,8 @@ pub const THREADS: &str = "REPAIRBENCH_THREADS";
 /// Debian mirror URL the sandbox base image is bootstrapped from (default: the host's apt
 /// configuration, the source serving the base suite).
 pub const DEBIAN_MIRROR: &str = "REPAIRBENCH_DEBIAN_MIRROR";
-/// Sandbox jobs run at once (default: available cores).
+/// Sandbox workers: `swe grade` instances at once, code-suite programs side by side (a
+/// `--workers` flag wins).
 pub const SANDBOX_WORKERS: &str = "REPAIRBENCH_SANDBOX_WORKERS";
 /// Model source the speed benchmark (`benches/model_speed.rs`) measures (default: the default model).
 pub const BENCH_MODEL: &str = "REPAIRBENCH_BENCH_MODEL";
@@ -52,13 +53,29 @@ pub fn threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Sandbox jobs run at once.
-pub fn sandbox_workers() -> usize {
-    std::env::var(SANDBOX_WORKERS)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+/// A variable that is set but not usable.
+#[derive(Debug, thiserror::Error)]
+#[error("{name}={value}: expected {expected}")]
+pub struct BadVariable {
+    pub name: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+/// `REPAIRBENCH_SANDBOX_WORKERS`, when set: the sandbox workers of every command that has
+/// them (`swe grade`/`swe run` instances at once, code-suite programs side by side) unless a
+/// `--workers` flag says otherwise.
+pub fn sandbox_workers() -> Result<Option<usize>, BadVariable> {
+    let Some(value) = std::env::var_os(SANDBOX_WORKERS) else { return Ok(None) };
+    let value = value.to_string_lossy().into_owned();
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(BadVariable {
+            name: SANDBOX_WORKERS,
+            value,
+            expected: "a whole number of workers, at least 1",
+        }),
+    }
 }
 
 /// URL template for cloning task repositories not found locally (`{repo}`, `{owner}`, `{name}`).

@@ -5,11 +5,20 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use repairbench::run::interrupt;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     cli::init_logging(cli.verbose);
-    match cli.run() {
+    if let Err(err) = interrupt::install() {
+        eprintln!("error: installing signal handlers: {err}");
+        return ExitCode::from(cli::EXIT_ERROR);
+    }
+    let outcome = cli.run();
+    // After a signal, whatever the command came to (often an error, its containers being
+    // removed under it), the handler ends the process with the interrupted status.
+    interrupt::wait_if_stopping();
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("error: {err}");

@@ -1,9 +1,8 @@
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use repairbench::model::LanguageModel;
-use repairbench::suites::{self, EvalOptions, EvalSummary, SuiteKind};
+use repairbench::run::pipeline::{self, Completion, EvalPlan};
+use repairbench::suites::{self, EvalOptions, EvalSummary};
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -34,9 +33,10 @@ pub struct EvalArgs {
     /// Code suites: items whose programs share one container.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
-    /// Code suites: programs run side by side inside the container.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
+    /// Code suites: programs run side by side inside the container (default:
+    /// REPAIRBENCH_SANDBOX_WORKERS, else 2).
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Output directory (results.json, samples.jsonl, manifest.json); rerunning resumes.
     #[arg(long)]
     pub out: PathBuf,
@@ -46,37 +46,32 @@ pub struct EvalArgs {
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
-    let suite = suites::load_suite(&args.suite)?;
-    let opts = EvalOptions {
-        data: args.data,
-        limit: args.limit,
-        shots: args.shots,
-        seeds: args.seeds,
-        samples: args.samples,
-        out: args.out,
-        code_batch: args.batch,
-        canonical: args.canonical,
-        force: args.force,
-    };
-    let mut model: Option<Box<dyn LanguageModel>> = None;
-    if opts.samples.is_none() && !opts.canonical {
-        model = Some(super::swe::load_model(args.model.as_deref())?);
+    if args.workers == Some(0) {
+        anyhow::bail!("--workers must be at least 1");
     }
-    let runtime;
-    let runner = if suite.kind() == SuiteKind::Code {
-        runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-        Some(suites::docker_runner(&runtime, args.workers)?)
-    } else {
-        None
+    let workers = match args.workers {
+        Some(n) => n,
+        None => repairbench::env::sandbox_workers()?.unwrap_or(pipeline::DEFAULT_CODE_WORKERS),
     };
-    let summary = suites::evaluate(
-        &suite,
-        &opts,
-        model.as_mut().map(|m| m.as_mut() as &mut dyn LanguageModel),
-        runner.as_ref().map(|r| r as &dyn suites::CodeRunner),
-    )?;
+    let plan = EvalPlan {
+        suite: suites::load_suite(&args.suite)?,
+        options: EvalOptions {
+            data: args.data,
+            limit: args.limit,
+            shots: args.shots,
+            seeds: args.seeds,
+            samples: args.samples,
+            out: args.out,
+            code_batch: args.batch,
+            canonical: args.canonical,
+            force: args.force,
+        },
+        model: args.model,
+        workers,
+    };
+    let summary = pipeline::eval(plan)?;
     print_summary(&summary);
-    Ok(crate::cli::EXIT_OK)
+    Ok(super::exit_status(Completion::of_eval(&summary)))
 }
 
 /// One line per metric: value ± stderr (n), and the spread over seeds when there are several.

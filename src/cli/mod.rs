@@ -9,12 +9,23 @@ mod sandbox;
 mod swe;
 
 use clap::{Parser, Subcommand};
+use repairbench::run::pipeline::Completion;
 
 /// Success.
 pub const EXIT_OK: u8 = 0;
 /// The command failed (bad input, engine unavailable, ...); the message says why.
 pub const EXIT_ERROR: u8 = 1;
 // clap exits with 2 on usage errors.
+/// The run finished, but some items ended in infrastructure errors (see [`Completion`]).
+pub const EXIT_INFRASTRUCTURE: u8 = 3;
+
+/// The exit status of a run that finished.
+pub fn exit_status(completion: Completion) -> u8 {
+    match completion {
+        Completion::Clean => EXIT_OK,
+        Completion::InfrastructureErrors => EXIT_INFRASTRUCTURE,
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(

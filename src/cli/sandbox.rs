@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use repairbench::run::interrupt;
 use repairbench::sandbox::output::{OutputChunk, StreamKind};
 use repairbench::sandbox::{archive, images, DockerSandbox, EnvSpec, Job, Limits, Verdict};
 
@@ -26,8 +27,8 @@ pub struct RunArgs {
     #[arg(long)]
     image: Option<String>,
     /// Wall-clock deadline in seconds; the container is killed when it passes.
-    #[arg(long, default_value_t = 60.0)]
-    timeout: f64,
+    #[arg(long, default_value = "60", value_parser = repairbench::deadline::parse_timeout)]
+    timeout: Duration,
     /// Memory limit, e.g. 512m, 2g (no swap on top).
     #[arg(long, default_value = "2g", value_parser = parse_size)]
     memory: u64,
@@ -90,13 +91,7 @@ pub fn run(cmd: SandboxCommand) -> anyhow::Result<u8> {
     }
 }
 
-/// Exit status after Ctrl-C or SIGTERM (128 + SIGINT), as shells report it.
-const EXIT_INTERRUPTED: u8 = 130;
-
 async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        anyhow::bail!("--timeout must be a positive number of seconds, got {}", args.timeout);
-    }
     if !(args.cpus.is_finite() && args.cpus > 0.0) {
         anyhow::bail!("--cpus must be positive, got {}", args.cpus);
     }
@@ -106,6 +101,7 @@ async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let sandbox = DockerSandbox::connect().await?;
+    interrupt::watch(&sandbox);
     let image = match args.image.clone() {
         Some(image) => image,
         None => images::ensure_default_image(sandbox.docker()).await?,
@@ -119,7 +115,7 @@ async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
     };
     let job = Job {
         cmd: args.cmd.clone(),
-        timeout: Duration::from_secs_f64(args.timeout),
+        timeout: args.timeout,
         files_in,
         copy_out: None,
         copy_out_after_timeout: false,
@@ -136,22 +132,7 @@ async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
         }
     });
     let sink = (!args.json).then_some(sink);
-    let interrupted = async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-        }
-    };
-    let outcome = tokio::select! {
-        outcome = sandbox.run_job(&spec, &job, sink) => outcome,
-        _ = interrupted => {
-            sandbox.remove_run_resources().await?;
-            eprintln!("error: interrupted; removed the sandbox");
-            return Ok(EXIT_INTERRUPTED);
-        }
-    };
+    let outcome = interrupt::until_stopped(sandbox.run_job(&spec, &job, sink)).await;
     let _ = printer.await;
     let result = outcome?.result;
     if args.json {

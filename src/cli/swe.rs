@@ -1,14 +1,14 @@
+//! `swe grade`, `swe infer`, `swe run`: flags resolved into plans for [`pipeline`].
+
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use repairbench::model::{Engine, LanguageModel, Sampling, DEFAULT_MODEL};
-use repairbench::report::{ConsoleProgress, Reporter};
+use repairbench::model::Sampling;
+use repairbench::run::pipeline::{self, Completion, SweRunPlan};
 use repairbench::run::swe::{self as swe_run, GradePlan, GradeReport, GradeSettings};
-use repairbench::run::swe_infer::{self, InferPlan};
-use repairbench::sandbox::{images, DockerSandbox, Limits};
+use repairbench::run::swe_infer::InferPlan;
+use repairbench::sandbox::Limits;
 use repairbench::tasks::prompt::{PromptSettings, Retrieval};
 use repairbench::tasks::PredictionSource;
 
@@ -42,12 +42,12 @@ pub struct DatasetArgs {
 
 #[derive(Debug, Args)]
 pub struct GradeOptions {
-    /// Instances graded at once.
+    /// Instances graded at once (default: REPAIRBENCH_SANDBOX_WORKERS, else one per two cores).
     #[arg(long)]
     workers: Option<usize>,
     /// Deadline for one test run, in seconds.
-    #[arg(long, default_value_t = 1800.0)]
-    timeout: f64,
+    #[arg(long, default_value = "1800", value_parser = repairbench::deadline::parse_timeout)]
+    timeout: Duration,
     /// Reruns of failing PASS_TO_PASS tests before they count against the patch.
     #[arg(long, default_value_t = 2)]
     reruns: usize,
@@ -127,13 +127,14 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         SweCommand::Grade(args) => {
             let plan =
                 grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
-            let report = grade(plan)?;
+            let report = pipeline::grade(plan)?;
             print_summary(&report, &args.out);
-            Ok(super::EXIT_OK)
+            Ok(super::exit_status(Completion::of_grade(&report)))
         }
         SweCommand::Infer(args) => {
-            let (mut model, plan) = infer_plan(&args.data, &args.model, &args.out)?;
-            let summary = infer(model.as_mut(), &plan)?;
+            let plan = infer_plan(&args.data, &args.model, &args.out);
+            let mut model = pipeline::load_model(args.model.model.as_deref())?;
+            let summary = pipeline::infer(model.as_mut(), &plan)?;
             println!(
                 "wrote {} predictions to {} ({} kept from before, {} empty patches)",
                 summary.written,
@@ -144,26 +145,15 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
             Ok(super::EXIT_OK)
         }
         SweCommand::Run(args) => {
-            std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
             let predictions = args.out.join("predictions.jsonl");
-            let (mut model, infer_plan) = infer_plan(&args.data, &args.model, &predictions)?;
-            infer(model.as_mut(), &infer_plan)?;
-            let info = model.info().clone();
-            drop(model);
-            let mut plan =
-                grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?;
-            plan.extra_manifest.insert("model".into(), serde_json::to_value(&info)?);
-            plan.extra_manifest.insert(
-                "inference".into(),
-                serde_json::json!({
-                    "prompt": infer_plan.prompt,
-                    "max_tokens": infer_plan.max_tokens,
-                    "sampling": infer_plan.sampling,
-                }),
-            );
-            let report = grade(plan)?;
+            let plan = SweRunPlan {
+                model: args.model.model.clone(),
+                infer: infer_plan(&args.data, &args.model, &predictions),
+                grade: grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?,
+            };
+            let report = pipeline::swe_run(plan)?;
             print_summary(&report, &args.out);
-            Ok(super::EXIT_OK)
+            Ok(super::exit_status(Completion::of_grade(&report)))
         }
     }
 }
@@ -174,16 +164,16 @@ fn grade_plan(
     options: &GradeOptions,
     out: &std::path::Path,
 ) -> anyhow::Result<GradePlan> {
-    if !(options.timeout.is_finite() && options.timeout > 0.0) {
-        anyhow::bail!("--timeout must be a positive number of seconds, got {}", options.timeout);
-    }
     if options.workers == Some(0) {
         anyhow::bail!("--workers must be at least 1");
     }
     let mut settings = GradeSettings::new(options.image.clone().unwrap_or_default());
-    settings.timeout = Duration::from_secs_f64(options.timeout);
+    settings.timeout = options.timeout;
     settings.flaky_reruns = options.reruns;
-    settings.workers = options.workers.unwrap_or_else(swe_run::default_workers);
+    settings.workers = match options.workers {
+        Some(n) => n,
+        None => repairbench::env::sandbox_workers()?.unwrap_or_else(swe_run::default_workers),
+    };
     settings.limits = Limits { memory_bytes: options.memory, ..Limits::default() };
     Ok(GradePlan {
         dataset: data.dataset.clone(),
@@ -198,48 +188,9 @@ fn grade_plan(
     })
 }
 
-/// Exit status after Ctrl-C or SIGTERM (128 + SIGINT).
-const EXIT_INTERRUPTED: u8 = 130;
-
-pub(super) fn grade(mut plan: GradePlan) -> anyhow::Result<GradeReport> {
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async {
-        let sandbox = DockerSandbox::connect().await?;
-        if plan.settings.image.is_empty() {
-            plan.settings.image = images::ensure_default_image(sandbox.docker()).await?;
-        }
-        plan.settings.image_id =
-            sandbox.docker().inspect_image(&plan.settings.image).await.ok().and_then(|i| i.id);
-        let sandbox = Arc::new(sandbox);
-        let mut progress = ConsoleProgress::new();
-        let interrupted = async {
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut term = signal(SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
-        };
-        tokio::select! {
-            report = swe_run::grade(sandbox.clone(), &plan, &mut progress as &mut dyn Reporter<_>) => Ok(report?),
-            _ = interrupted => {
-                sandbox.remove_run_resources().await?;
-                eprintln!("interrupted: finished instances are in {}; rerun the same command to resume",
-                    plan.out.join("results.jsonl").display());
-                std::process::exit(i32::from(EXIT_INTERRUPTED));
-            }
-        }
-    })
-}
-
-fn infer_plan(
-    data: &DatasetArgs,
-    options: &ModelOptions,
-    out: &std::path::Path,
-) -> anyhow::Result<(Box<dyn LanguageModel>, InferPlan)> {
-    let model = load_model(options.model.as_deref())?;
+fn infer_plan(data: &DatasetArgs, options: &ModelOptions, out: &std::path::Path) -> InferPlan {
     let sampling = Sampling { temperature: options.temperature, seed: options.seed, ..Sampling::GREEDY };
-    let plan = InferPlan {
+    InferPlan {
         dataset: data.dataset.clone(),
         repos: data.repos.clone(),
         url_template: data.url_template.clone(),
@@ -253,22 +204,7 @@ fn infer_plan(
         max_tokens: options.max_tokens,
         sampling,
         force: data.force,
-    };
-    Ok((model, plan))
-}
-
-pub(super) fn load_model(source: Option<&str>) -> anyhow::Result<Box<dyn LanguageModel>> {
-    let source = source.unwrap_or(DEFAULT_MODEL);
-    let engine = Engine::load(source).with_context(|| format!("loading model {source}"))?;
-    Ok(Box::new(engine))
-}
-
-pub(super) fn infer(
-    model: &mut dyn LanguageModel,
-    plan: &InferPlan,
-) -> anyhow::Result<swe_infer::InferSummary> {
-    let mut progress = ConsoleProgress::new();
-    Ok(swe_infer::infer(model, plan, &mut progress)?)
+    }
 }
 
 pub(super) fn print_summary(report: &GradeReport, out: &std::path::Path) {

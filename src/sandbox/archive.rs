@@ -3,8 +3,17 @@
 
 use std::path::Path;
 
-/// Owner of every entry we put into an environment (the sandbox user).
+/// Owner of every entry we put into an environment by default (the sandbox user).
 const SANDBOX_UID: u64 = 1000;
+
+/// Who owns the entries of an archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The sandbox user (uid 1000): the code under test may change them.
+    Sandbox,
+    /// Root: readable by the supervisor alone where the mode says so.
+    Root,
+}
 
 #[derive(Debug, thiserror::Error)]
 #[error("archiving {path}")]
@@ -14,25 +23,56 @@ pub struct ArchiveError {
     pub source: std::io::Error,
 }
 
-fn header(size: u64, mode: u32, kind: tar::EntryType) -> tar::Header {
+/// The header every archive of ours uses: the owner's uid and gid, no timestamp.
+pub fn header(kind: tar::EntryType, mode: u32, size: u64, owner: Owner) -> tar::Header {
+    let uid = match owner {
+        Owner::Sandbox => SANDBOX_UID,
+        Owner::Root => 0,
+    };
     let mut header = tar::Header::new_gnu();
     header.set_entry_type(kind);
     header.set_size(size);
     header.set_mode(mode);
-    header.set_uid(SANDBOX_UID);
-    header.set_gid(SANDBOX_UID);
+    header.set_uid(uid);
+    header.set_gid(uid);
     header.set_mtime(0);
     header
 }
 
-/// Archives in-memory files (relative path, content, executable?) for [`super::Sandbox::copy_in`].
+/// One in-memory archive entry: a file with its contents, or a directory (`contents: None`).
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    pub path: &'a str,
+    pub mode: u32,
+    pub contents: Option<&'a [u8]>,
+}
+
+/// Archives in-memory entries, in order, all owned by `owner`.
+pub fn tar_entries(entries: &[Entry<'_>], owner: Owner) -> Result<Vec<u8>, ArchiveError> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for entry in entries {
+        let (kind, data) = match entry.contents {
+            Some(bytes) => (tar::EntryType::Regular, bytes),
+            None => (tar::EntryType::Directory, &[][..]),
+        };
+        let mut h = header(kind, entry.mode, data.len() as u64, owner);
+        builder
+            .append_data(&mut h, entry.path, data)
+            .map_err(|source| ArchiveError { path: entry.path.into(), source })?;
+    }
+    builder.into_inner().map_err(|source| ArchiveError { path: "archive".into(), source })
+}
+
+/// Archives in-memory files (relative path, content, executable?) owned by the sandbox user,
+/// for [`super::Sandbox::copy_in`]. Entries with unusable paths (absolute, `..`) are left out.
 pub fn tar_files<P: AsRef<str>>(files: &[(P, &[u8], bool)]) -> Vec<u8> {
     let mut builder = tar::Builder::new(Vec::new());
     for (path, content, executable) in files {
-        let mut h =
-            header(content.len() as u64, if *executable { 0o755 } else { 0o644 }, tar::EntryType::Regular);
-        // Writing into a Vec cannot fail.
-        let _ = builder.append_data(&mut h, path.as_ref(), *content);
+        let mode = if *executable { 0o755 } else { 0o644 };
+        let mut h = header(tar::EntryType::Regular, mode, content.len() as u64, Owner::Sandbox);
+        if let Err(e) = builder.append_data(&mut h, path.as_ref(), *content) {
+            tracing::warn!("{}: left out of the archive: {e}", path.as_ref());
+        }
     }
     builder.into_inner().unwrap_or_default()
 }
@@ -54,16 +94,16 @@ pub fn tar_dir(dir: &Path) -> Result<Vec<u8>, ArchiveError> {
             use std::os::unix::fs::PermissionsExt;
             let mode = meta.permissions().mode() & 0o7777;
             if meta.is_dir() {
-                let mut h = header(0, mode | 0o700, tar::EntryType::Directory);
+                let mut h = header(tar::EntryType::Directory, mode | 0o700, 0, Owner::Sandbox);
                 builder.append_data(&mut h, rel, std::io::empty()).map_err(err(&path))?;
                 walk(root, &path, builder)?;
             } else if meta.file_type().is_symlink() {
                 let target = std::fs::read_link(&path).map_err(err(&path))?;
-                let mut h = header(0, 0o777, tar::EntryType::Symlink);
+                let mut h = header(tar::EntryType::Symlink, 0o777, 0, Owner::Sandbox);
                 builder.append_link(&mut h, rel, &target).map_err(err(&path))?;
             } else if meta.is_file() {
                 let file = std::fs::File::open(&path).map_err(err(&path))?;
-                let mut h = header(meta.len(), mode, tar::EntryType::Regular);
+                let mut h = header(tar::EntryType::Regular, mode, meta.len(), Owner::Sandbox);
                 builder.append_data(&mut h, rel, file).map_err(err(&path))?;
             }
         }

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::apt;
+use super::archive::{tar_entries, Entry, Owner};
 use super::docker::{LABEL_OWNER, OWNER};
 
 /// Label naming the layer kind of one of our images (`base`, `python`, or a caller's name).
@@ -375,16 +376,10 @@ pub async fn build_layer(
         return Ok(tag);
     }
 
-    let mut context = tar::Builder::new(Vec::new());
-    for (path, content) in &files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(content.len() as u64);
-        header.set_mode(0o644);
-        header.set_mtime(0);
-        header.set_cksum();
-        context.append_data(&mut header, path, content.as_slice()).map_err(io_at(Path::new(path)))?;
-    }
-    let context = context.into_inner().map_err(io_at(Path::new("build context")))?;
+    let entries: Vec<Entry<'_>> =
+        files.iter().map(|(path, content)| Entry { path, mode: 0o644, contents: Some(content) }).collect();
+    let context =
+        tar_entries(&entries, Owner::Root).map_err(|e| ImageError::Io { path: e.path, source: e.source })?;
 
     eprintln!("repairbench: building image layer {tag} (from {parent})");
     let started = Instant::now();

@@ -175,6 +175,12 @@ pub enum SandboxError {
     EngineUnavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("image {0} not found; build it with `repairbench images build`")]
     ImageNotFound(String),
+    #[error("the Docker engine did not answer `{op}` within {seconds} s")]
+    Deadline { op: &'static str, seconds: u64 },
+    #[error("copying {path} out of the container: more than {cap} bytes")]
+    CopyOutTooLarge { path: String, cap: usize },
+    #[error("the run is stopping; no new containers")]
+    Stopping,
     #[error("sandbox operation `{op}` failed")]
     Backend {
         op: &'static str,

@@ -16,11 +16,6 @@ pub enum PoolError<E> {
     Panicked { index: usize, message: String },
 }
 
-/// The default number of workers: `REPAIRBENCH_SANDBOX_WORKERS`, else the available cores.
-pub fn default_workers() -> usize {
-    crate::env::sandbox_workers()
-}
-
 /// Runs `job(index, item)` for every item, `workers` at a time (at least one), and returns
 /// each job's outcome in the items' order. `on_done` is called as each job finishes (e.g. to
 /// tick a progress bar).

@@ -4,10 +4,10 @@
 //! fails it. Statuses come back on the runner's own output stream, out of the programs' reach.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sandbox::archive::{tar_entries, Entry, Owner};
 use crate::sandbox::{EnvSpec, ExecRequest, Sandbox, SandboxUser, Verdict};
 use crate::stats::pass_at_k;
 
@@ -105,41 +105,8 @@ struct RunnerResult {
     harness_error: Option<String>,
 }
 
-/// A tar entry: path, mode, contents (`None`: a directory). Everything belongs to root, so
-/// the jobs directory (0700) is the runner's alone and the scratch parent (1733) lets each
-/// program make its own directory without seeing the others'.
-type Entry = (String, u32, Option<Vec<u8>>);
-
-fn tar_of(entries: &[Entry]) -> Result<Vec<u8>, SuiteError> {
-    let mut builder = tar::Builder::new(Vec::new());
-    for (name, mode, bytes) in entries {
-        let mut header = tar::Header::new_gnu();
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_mode(*mode);
-        header.set_mtime(0);
-        let data = bytes.as_deref().unwrap_or_default();
-        header.set_entry_type(if bytes.is_some() {
-            tar::EntryType::Regular
-        } else {
-            tar::EntryType::Directory
-        });
-        header.set_size(data.len() as u64);
-        header.set_cksum();
-        builder.append_data(&mut header, name, data).map_err(|e| sandbox_err("pack programs", e))?;
-    }
-    builder.into_inner().map_err(|e| sandbox_err("pack programs", e))
-}
-
 fn sandbox_err(op: &'static str, e: impl std::error::Error) -> SuiteError {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    SuiteError::Execution { op, message }
+    SuiteError::Execution { op, message: crate::error_chain(&e) }
 }
 
 impl<S: Sandbox> SandboxCodeRunner<S> {
@@ -150,27 +117,31 @@ impl<S: Sandbox> SandboxCodeRunner<S> {
         let workers = self.workers.max(1);
         let spec = program_env(&self.spec, workers);
         let workdir = spec.workdir.trim_end_matches('/').to_string();
-        let mut entries: Vec<Entry> = vec![
-            ("run_programs.py".into(), 0o644, Some(RUNNER_SCRIPT.as_bytes().to_vec())),
-            ("jobs".into(), 0o700, None),
-            ("scratch".into(), 0o1733, None),
-        ];
         let mut jobs = Vec::new();
+        let files: Vec<String> = (0..programs.len()).map(|i| format!("jobs/p{i}.py")).collect();
         for (i, p) in programs.iter().enumerate() {
-            let file = format!("p{i}.py");
-            jobs.push(serde_json::json!({"id": format!("p{i}"), "file": file, "timeout": p.timeout_s}));
-            entries.push((format!("jobs/{file}"), 0o600, Some(p.source.as_bytes().to_vec())));
+            jobs.push(serde_json::json!({"id": format!("p{i}"), "file": format!("p{i}.py"), "timeout": p.timeout_s}));
         }
         let jobs = serde_json::to_vec(&jobs).expect("JSON of plain values");
-        entries.push(("jobs/jobs.json".into(), 0o600, Some(jobs)));
+        // Everything belongs to root, so the jobs directory (0700) is the runner's alone and the
+        // scratch parent (1733) lets each program make its own directory without seeing the
+        // others'.
+        let mut entries = vec![
+            Entry { path: "run_programs.py", mode: 0o644, contents: Some(RUNNER_SCRIPT.as_bytes()) },
+            Entry { path: "jobs", mode: 0o700, contents: None },
+            Entry { path: "scratch", mode: 0o1733, contents: None },
+        ];
+        for (file, p) in files.iter().zip(programs) {
+            entries.push(Entry { path: file, mode: 0o600, contents: Some(p.source.as_bytes()) });
+        }
+        entries.push(Entry { path: "jobs/jobs.json", mode: 0o600, contents: Some(&jobs) });
+        let tar = tar_entries(&entries, Owner::Root).map_err(|e| sandbox_err("pack programs", e))?;
         let budget: f64 = programs.iter().map(|p| p.timeout_s + 0.5).sum::<f64>() / workers as f64 + 60.0;
+        let budget = crate::deadline::timeout_secs(budget).unwrap_or(crate::deadline::MAX_TIMEOUT);
 
         let env = self.sandbox.create(&spec).await.map_err(|e| sandbox_err("create", e))?;
         let result = async {
-            self.sandbox
-                .copy_in(&env, &workdir, tar_of(&entries)?)
-                .await
-                .map_err(|e| sandbox_err("copy_in", e))?;
+            self.sandbox.copy_in(&env, &workdir, tar).await.map_err(|e| sandbox_err("copy_in", e))?;
             let request = ExecRequest {
                 cmd: vec![
                     "python3".into(),
@@ -182,7 +153,7 @@ impl<S: Sandbox> SandboxCodeRunner<S> {
                     PROGRAM_MEMORY_BYTES.to_string(),
                     PROGRAM_NPROC.to_string(),
                 ],
-                timeout: Duration::from_secs_f64(budget),
+                timeout: budget,
                 workdir: Some(workdir.clone()),
                 env: Vec::new(),
             };
@@ -258,23 +229,17 @@ impl<S: Sandbox> CodeRunner for SandboxCodeRunner<S> {
     }
 }
 
-/// A runner on the local Docker engine with the default Python image (built if missing).
-/// `runtime` must be the runtime later calls block on.
-pub fn docker_runner(
-    runtime: &tokio::runtime::Runtime,
+/// A runner on a connected Docker sandbox with `image` (the pipeline connects and picks it).
+/// `runtime` must be the runtime the sandbox's calls run on.
+pub fn sandbox_runner(
+    sandbox: crate::sandbox::DockerSandbox,
+    image: String,
+    runtime: tokio::runtime::Handle,
     workers: usize,
-) -> Result<SandboxCodeRunner<crate::sandbox::DockerSandbox>, SuiteError> {
-    let (sandbox, image) = runtime.block_on(async {
-        let sandbox =
-            crate::sandbox::DockerSandbox::connect().await.map_err(|e| sandbox_err("connect", e))?;
-        let image = crate::sandbox::ensure_default_image(sandbox.docker())
-            .await
-            .map_err(|e| sandbox_err("default image", e))?;
-        Ok::<_, SuiteError>((sandbox, image))
-    })?;
+) -> SandboxCodeRunner<crate::sandbox::DockerSandbox> {
     let mut spec = EnvSpec::new(image);
     // Programs run side by side; give the container a CPU per worker (up to the host's). The
     // other limits and the user are set per run by `program_env`.
     spec.limits.cpus = workers.clamp(1, crate::env::threads()) as f64;
-    Ok(SandboxCodeRunner { sandbox, spec, runtime: runtime.handle().clone(), workers })
+    SandboxCodeRunner { sandbox, spec, runtime, workers }
 }

@@ -21,7 +21,7 @@ pub mod template;
 use std::path::PathBuf;
 
 pub use code::{
-    code_scores, docker_runner, program_env, CodeRunner, Program, ProgramStatus, SandboxCodeRunner,
+    code_scores, program_env, sandbox_runner, CodeRunner, Program, ProgramStatus, SandboxCodeRunner,
 };
 pub use config::Suite;
 pub use def::SuiteKind;

@@ -127,12 +127,17 @@ impl RepoLocator {
         ));
         let _ = std::fs::remove_dir_all(&partial);
         tracing::info!(%source, dest = %dest.display(), "cloning repository mirror");
-        let output = Command::new("git")
-            .args(["clone", "--mirror", "--quiet", source])
-            .arg(&partial)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .output()
-            .map_err(|e| format!("running git: {e}"))?;
+        let output = crate::deadline::output_within(
+            Command::new("git")
+                .args(["clone", "--mirror", "--quiet", source])
+                .arg(&partial)
+                .env("GIT_TERMINAL_PROMPT", "0"),
+            crate::deadline::CLONE_TIMEOUT,
+        );
+        let output = output.map_err(|e| {
+            let _ = std::fs::remove_dir_all(&partial);
+            format!("git clone: {e}")
+        })?;
         if !output.status.success() {
             let _ = std::fs::remove_dir_all(&partial);
             return Err(String::from_utf8_lossy(&output.stderr).trim().to_owned());

@@ -1,0 +1,332 @@
+//! The orchestration of every run command (`swe grade`, `swe infer`, `swe run`, `eval`,
+//! `run`): the CLI resolves its flags into a plan once, and this connects to Docker, resolves
+//! the image, watches for signals ([`super::interrupt`]) and orders the phases.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::{Engine, LanguageModel, ModelError, ModelInfo, Sampling};
+use crate::report::{ConsoleProgress, Reporter};
+use crate::sandbox::{images, DockerSandbox, ImageError, SandboxError};
+use crate::suites::{self, EvalOptions, EvalSummary, Suite, SuiteError, SuiteKind};
+use crate::tasks::prompt::PromptSettings;
+use crate::tasks::PredictionSource;
+
+use super::config::RunConfig;
+use super::interrupt;
+use super::swe::{self, GradePlan, GradeReport, GradeSettings};
+use super::swe_infer::{self, InferPlan, InferSummary};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("starting the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("the sandbox failed")]
+    Sandbox(#[from] SandboxError),
+    #[error("preparing the default sandbox image")]
+    DefaultImage(#[source] ImageError),
+    #[error("image {0} is not in the Docker engine (build it, or check the --image name)")]
+    ImageMissing(String),
+    #[error("checking image {image}")]
+    ImageCheck {
+        image: String,
+        #[source]
+        source: ImageError,
+    },
+    #[error("loading model {model}")]
+    Model {
+        model: String,
+        #[source]
+        source: Box<ModelError>,
+    },
+    #[error("creating {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("repair dataset {0} not found (run from the repository root, or set [repair] dataset in a --config file)")]
+    NoDataset(PathBuf),
+    #[error("code repair failed")]
+    Swe(#[from] swe::RunError),
+    #[error("the suite failed")]
+    Suite(#[from] SuiteError),
+    #[error("invalid run configuration")]
+    Config(#[source] crate::deadline::BadTimeout),
+}
+
+/// How a finished run went, beyond its numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// Every item got a real result.
+    Clean,
+    /// Some items ended in infrastructure errors (SWE `error`/`env_error`, suite harness
+    /// errors): the numbers are incomplete, and a rerun recomputes those items.
+    InfrastructureErrors,
+}
+
+impl Completion {
+    pub fn of_grade(report: &GradeReport) -> Self {
+        let count = |v: &str| report.summary.verdicts.get(v).copied().unwrap_or(0);
+        if count("error") + count("env_error") > 0 {
+            Self::InfrastructureErrors
+        } else {
+            Self::Clean
+        }
+    }
+
+    pub fn of_eval(summary: &EvalSummary) -> Self {
+        match summary.metrics.get("harness_errors") {
+            Some(m) if m.sum > 0.0 => Self::InfrastructureErrors,
+            _ => Self::Clean,
+        }
+    }
+
+    /// The worse of two.
+    pub fn and(self, other: Self) -> Self {
+        if self == Self::Clean {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// A connected sandbox, watched for signals, with the runtime its calls run on.
+struct Session {
+    runtime: tokio::runtime::Runtime,
+    sandbox: DockerSandbox,
+}
+
+impl Session {
+    /// Connects (which reaps what dead runs left) and watches the run for signals.
+    /// `env_lifetime` bounds how long any environment container of this run can live.
+    fn start(env_lifetime: Duration) -> Result<Self, PipelineError> {
+        let runtime = tokio::runtime::Runtime::new().map_err(PipelineError::Runtime)?;
+        let sandbox = runtime.block_on(interrupt::until_stopped(DockerSandbox::connect()))?;
+        let sandbox = sandbox.with_env_lifetime(env_lifetime);
+        interrupt::watch(&sandbox);
+        Ok(Self { runtime, sandbox })
+    }
+
+    /// The image to run in (`None`: the default, built when missing) and its content id. A
+    /// named image the engine does not have is an error now, not one per item later.
+    fn image(&self, requested: Option<&str>) -> Result<(String, Option<String>), PipelineError> {
+        let docker = self.sandbox.docker();
+        self.runtime.block_on(interrupt::until_stopped(async {
+            let image = match requested.filter(|i| !i.is_empty()) {
+                None => images::ensure_default_image(docker).await.map_err(PipelineError::DefaultImage)?,
+                Some(image) => {
+                    let exists = images::image_exists(docker, image)
+                        .await
+                        .map_err(|source| PipelineError::ImageCheck { image: image.to_string(), source })?;
+                    if !exists {
+                        return Err(PipelineError::ImageMissing(image.to_string()));
+                    }
+                    image.to_string()
+                }
+            };
+            let id = docker.inspect_image(&image).await.ok().and_then(|i| i.id);
+            Ok((image, id))
+        }))
+    }
+}
+
+/// Environments of a grading run live for one test run and its copies, with room to spare.
+fn grade_env_lifetime(settings: &GradeSettings) -> Duration {
+    settings.timeout + Duration::from_secs(30 * 60)
+}
+
+fn create_dir(path: &Path) -> Result<(), PipelineError> {
+    std::fs::create_dir_all(path).map_err(|source| PipelineError::Io { path: path.to_owned(), source })
+}
+
+/// Loads a model (the default one when `None`).
+pub fn load_model(source: Option<&str>) -> Result<Box<dyn LanguageModel>, PipelineError> {
+    let model = source.unwrap_or(crate::model::DEFAULT_MODEL);
+    let engine = Engine::load(model)
+        .map_err(|source| PipelineError::Model { model: model.into(), source: Box::new(source) })?;
+    Ok(Box::new(engine))
+}
+
+/// `swe grade`: grades every prediction of `plan` in the sandbox (`plan.settings.image`
+/// empty: the default image).
+pub fn grade(mut plan: GradePlan) -> Result<GradeReport, PipelineError> {
+    let session = Session::start(grade_env_lifetime(&plan.settings))?;
+    let requested = Some(plan.settings.image.clone());
+    (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
+    grade_in(&session, &plan)
+}
+
+fn grade_in(session: &Session, plan: &GradePlan) -> Result<GradeReport, PipelineError> {
+    interrupt::note(format!(
+        "finished instances are in {}; rerun the same command to resume",
+        plan.out.join("results.jsonl").display()
+    ));
+    let sandbox = Arc::new(session.sandbox.clone());
+    let mut progress = ConsoleProgress::new();
+    let graded = swe::grade(sandbox, plan, &mut progress as &mut dyn Reporter<_>);
+    Ok(session.runtime.block_on(interrupt::until_stopped(graded))?)
+}
+
+/// `swe infer`: the model writes a patch per task into `plan.out`.
+pub fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> Result<InferSummary, PipelineError> {
+    interrupt::note(format!(
+        "finished predictions are in {}; rerun the same command to resume",
+        plan.out.display()
+    ));
+    let mut progress = ConsoleProgress::new();
+    Ok(swe_infer::infer(model, plan, &mut progress)?)
+}
+
+/// `swe run`: infer into `grade.predictions`, then grade.
+pub struct SweRunPlan {
+    pub model: Option<String>,
+    pub infer: InferPlan,
+    pub grade: GradePlan,
+}
+
+/// `swe run`. The sandbox and the image are checked before the model spends any time.
+pub fn swe_run(mut plan: SweRunPlan) -> Result<GradeReport, PipelineError> {
+    create_dir(&plan.grade.out)?;
+    let session = Session::start(grade_env_lifetime(&plan.grade.settings))?;
+    let requested = Some(plan.grade.settings.image.clone());
+    (plan.grade.settings.image, plan.grade.settings.image_id) = session.image(requested.as_deref())?;
+    let mut model = load_model(plan.model.as_deref())?;
+    infer(model.as_mut(), &plan.infer)?;
+    let info = model.info().clone();
+    drop(model);
+    plan.grade.extra_manifest.insert("model".into(), to_json(&info));
+    plan.grade.extra_manifest.insert(
+        "inference".into(),
+        serde_json::json!({
+            "prompt": plan.infer.prompt,
+            "max_tokens": plan.infer.max_tokens,
+            "sampling": plan.infer.sampling,
+        }),
+    );
+    grade_in(&session, &plan.grade)
+}
+
+fn to_json(value: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+/// `eval`: one suite, with a model unless the options bring completions.
+pub struct EvalPlan {
+    pub suite: Suite,
+    pub options: EvalOptions,
+    pub model: Option<String>,
+    /// Code suites: programs run side by side inside a container.
+    pub workers: usize,
+}
+
+/// Code-suite programs side by side when neither a flag nor the environment says.
+pub const DEFAULT_CODE_WORKERS: usize = 2;
+
+/// How long a code-suite container may live: far beyond any batch's budget.
+const CODE_ENV_LIFETIME: Duration = Duration::from_secs(2 * 3600);
+
+fn code_runner(
+    session: &Session,
+    workers: usize,
+) -> Result<suites::SandboxCodeRunner<DockerSandbox>, PipelineError> {
+    let (image, _) = session.image(None)?;
+    Ok(suites::sandbox_runner(session.sandbox.clone(), image, session.runtime.handle().clone(), workers))
+}
+
+/// `eval`.
+pub fn eval(plan: EvalPlan) -> Result<EvalSummary, PipelineError> {
+    let needs_model = plan.options.samples.is_none() && !plan.options.canonical;
+    // The sandbox first: a missing engine fails before the model loads.
+    let session = match plan.suite.kind() {
+        SuiteKind::Code => Some(Session::start(CODE_ENV_LIFETIME)?),
+        _ => None,
+    };
+    let runner = session.as_ref().map(|s| code_runner(s, plan.workers)).transpose()?;
+    let mut model = if needs_model { Some(load_model(plan.model.as_deref())?) } else { None };
+    interrupt::note(format!(
+        "finished items are in {}; rerun the same command to resume",
+        plan.options.out.join("samples.jsonl").display()
+    ));
+    Ok(suites::evaluate(
+        &plan.suite,
+        &plan.options,
+        model.as_mut().map(|m| m.as_mut() as &mut dyn LanguageModel),
+        runner.as_ref().map(|r| r as &dyn suites::CodeRunner),
+    )?)
+}
+
+/// What `repairbench run` produced.
+pub struct DefaultRunReport {
+    pub repair: GradeReport,
+    pub repair_out: PathBuf,
+    pub humaneval: EvalSummary,
+}
+
+/// `repairbench run`: the model repairs the configured issues, solves a HumanEval slice,
+/// then every patch is graded. `workers` (REPAIRBENCH_SANDBOX_WORKERS) replaces both the
+/// instances graded at once and the programs run side by side.
+pub fn run_default(
+    config: &RunConfig,
+    out: &Path,
+    workers: Option<usize>,
+) -> Result<DefaultRunReport, PipelineError> {
+    if !config.repair.dataset.exists() {
+        return Err(PipelineError::NoDataset(config.repair.dataset.clone()));
+    }
+    let timeout = crate::deadline::timeout_secs(config.repair.timeout_s).map_err(PipelineError::Config)?;
+    let repair_out = out.join("repair");
+    create_dir(&repair_out)?;
+    let mut settings = GradeSettings::new(String::new());
+    settings.timeout = timeout;
+    settings.workers = workers.unwrap_or(settings.workers);
+    let session = Session::start(grade_env_lifetime(&settings).max(CODE_ENV_LIFETIME))?;
+    (settings.image, settings.image_id) = session.image(None)?;
+    let sampling = Sampling { seed: config.seed, ..Sampling::GREEDY };
+    let mut model = load_model(Some(&config.model))?;
+    let info: ModelInfo = model.info().clone();
+
+    // 1. The model writes a patch for each sample issue.
+    let predictions = repair_out.join("predictions.jsonl");
+    let infer_plan = InferPlan {
+        dataset: config.repair.dataset.clone(),
+        repos: None,
+        url_template: None,
+        cache_dir: crate::env::cache_dir(),
+        out: predictions.clone(),
+        prompt: PromptSettings {
+            retrieval: config.repair.retrieval,
+            max_files: config.repair.max_files,
+            max_file_chars: config.repair.max_file_chars,
+        },
+        max_tokens: config.repair.max_tokens,
+        sampling,
+        force: false,
+    };
+    infer(model.as_mut(), &infer_plan)?;
+
+    // 2. The same model solves a slice of HumanEval; completions run in the sandbox.
+    let runner = code_runner(&session, workers.unwrap_or(DEFAULT_CODE_WORKERS))?;
+    let humaneval =
+        suites::humaneval_slice(model.as_mut(), &runner, config.humaneval.limit, &out.join("humaneval"))?;
+    drop((runner, model));
+
+    // 3. Each patch is graded in the sandbox.
+    let mut plan = GradePlan {
+        dataset: config.repair.dataset.clone(),
+        predictions: PredictionSource::File(predictions),
+        repos: None,
+        url_template: None,
+        cache_dir: crate::env::cache_dir(),
+        out: repair_out.clone(),
+        settings,
+        extra_manifest: Default::default(),
+        force: false,
+    };
+    plan.extra_manifest.insert("model".into(), to_json(&info));
+    plan.extra_manifest.insert("run_config".into(), to_json(config));
+    let repair = grade_in(&session, &plan)?;
+    Ok(DefaultRunReport { repair, repair_out, humaneval })
+}

@@ -1,0 +1,95 @@
+//! The container security policy: the one function that builds the configuration every
+//! container running untrusted code gets. Review changes here with care.
+
+use std::collections::HashMap;
+
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, HostConfigLogConfig, Mount, MountType,
+    MountVolumeOptions, NetworkingConfig,
+};
+
+use super::super::{EnvSpec, SandboxUser};
+
+/// The unprivileged user untrusted code runs as (the default image names it `sandbox`).
+pub const SANDBOX_USER: &str = "1000:1000";
+/// Size of the private `/tmp` (memory-backed, charged to the container's memory limit).
+const TMP_SIZE: &str = "64m";
+
+/// The hardened container configuration for untrusted code: the spec's user (see
+/// [`SandboxUser`]), no capabilities beyond the supervisor's three, no new privileges,
+/// read-only root, limits, a private workspace and `/tmp`, every resource carrying `labels`.
+/// `network` is `None` for no network at all, or a private network (see
+/// [`crate::sandbox::services`]) with aliases.
+pub fn container_config(
+    spec: &EnvSpec,
+    cmd: Vec<String>,
+    labels: HashMap<String, String>,
+    network: Option<(&str, Vec<String>)>,
+) -> ContainerCreateBody {
+    let limits = &spec.limits;
+    let mut env = vec!["HOME=/tmp".to_string()];
+    env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+    let no_network = network.is_none();
+    let (network_mode, networking_config) = match network {
+        None => ("none".to_string(), None),
+        Some((name, aliases)) => (
+            name.to_string(),
+            Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    name.to_string(),
+                    EndpointSettings { aliases: Some(aliases), ..Default::default() },
+                )])),
+            }),
+        ),
+    };
+    // The supervisor is root only for switching uids and killing what they leave.
+    let cap_add = match spec.user {
+        SandboxUser::Unprivileged => None,
+        SandboxUser::Supervisor => Some(["SETUID", "SETGID", "KILL"].map(String::from).to_vec()),
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        user: Some(spec.user.uid_gid().to_string()),
+        entrypoint: Some(vec![]),
+        cmd: Some(cmd),
+        env: Some(env),
+        working_dir: Some(spec.workdir.clone()),
+        labels: Some(labels.clone()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        network_disabled: Some(no_network),
+        networking_config,
+        host_config: Some(HostConfig {
+            network_mode: Some(network_mode),
+            memory: Some(limits.memory_bytes as i64),
+            // Equal to memory: no swap, so a hog hits the limit instead of the disk.
+            memory_swap: Some(limits.memory_bytes as i64),
+            nano_cpus: Some((limits.cpus * 1e9) as i64),
+            pids_limit: Some(limits.pids),
+            cap_drop: Some(vec!["ALL".to_string()]),
+            cap_add,
+            security_opt: Some(vec!["no-new-privileges".to_string()]),
+            readonly_rootfs: Some(true),
+            // A tiny init as pid 1 reaps orphans so they do not eat the pids limit.
+            init: Some(true),
+            tmpfs: Some(HashMap::from([(
+                "/tmp".to_string(),
+                format!("rw,nosuid,nodev,exec,size={TMP_SIZE},mode=1777"),
+            )])),
+            // The workspace is a container-private anonymous volume: writable, seeded from
+            // the image (owner included), removed with the container, and reachable by the
+            // archive API even before start or after exit, unlike a tmpfs.
+            mounts: Some(vec![Mount {
+                target: Some(spec.workdir.clone()),
+                typ: Some(MountType::VOLUME),
+                volume_options: Some(MountVolumeOptions { labels: Some(labels), ..Default::default() }),
+                ..Default::default()
+            }]),
+            // Output is read from the attach stream with a cap; the engine keeps no log
+            // file a flood could fill the disk with.
+            log_config: Some(HostConfigLogConfig { typ: Some("none".to_string()), config: None }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
