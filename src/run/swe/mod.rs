@@ -276,7 +276,7 @@ pub async fn grade<S: Sandbox + 'static>(
                 }
             },
             // A panic in one instance is that instance's error, not the run's end.
-            |id, why| error_result(id, why),
+            error_result,
             |result| (result.verdict.as_str().to_owned(), result.resolved),
         )
         .await
