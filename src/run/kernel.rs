@@ -1,6 +1,7 @@
 //! The run kernel every kind of run goes through: items are matched against the result store
-//! (reuse or recompute, with the reason), scheduled with a bound on concurrency, and each
-//! finished record is appended to the store before any other reporter sees its event.
+//! (reuse or recompute, with the reason), scheduled with a bound on concurrency
+//! ([`super::scheduler`]), and each finished record is appended to the store before any other
+//! reporter sees its event.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -8,6 +9,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::fingerprint::Fingerprint;
+use super::scheduler::{run_pool, PoolError};
 use super::store::{ResultStore, Resume, ResumeSummary, StoredRecord};
 use crate::report::{ReportError, Reporter, ResultEvent};
 
@@ -88,8 +90,9 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
         Ok(())
     }
 
-    /// Runs `todo` with at most `workers` at once; each result is stored and reported as it
-    /// comes. A panicking item becomes `on_panic(key)`. `outcome` labels a record for events.
+    /// Runs `todo` through the scheduler, at most `workers` at once; each result is stored and
+    /// reported as it comes. A panicking item becomes `on_panic(key, why)`. `outcome` labels a
+    /// record for events.
     pub async fn run_concurrently<I, Fut>(
         &mut self,
         todo: Vec<(I, Fingerprint)>,
@@ -100,34 +103,36 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
         outcome: impl Fn(&R) -> (String, bool),
     ) -> Result<(), ReportError>
     where
+        I: Send + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: 'static,
     {
-        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(workers.max(1)));
-        let mut running = tokio::task::JoinSet::new();
-        let mut keys = BTreeMap::new();
-        for (item, fingerprint) in todo {
-            let key = key_of(&item);
-            let work = execute(item, fingerprint);
-            let permits = permits.clone();
-            let handle = running.spawn(async move {
-                let _permit = permits.acquire_owned().await;
-                work.await
-            });
-            keys.insert(handle.id(), key);
-        }
-        while let Some(joined) = running.join_next_with_id().await {
-            let record = match joined {
-                Ok((_, record)) => record,
-                Err(e) => {
-                    let key = keys.get(&e.id()).cloned().unwrap_or_default();
-                    on_panic(&key, format!("internal error: {e}"))
+        let keys: Vec<String> = todo.iter().map(|(item, _)| key_of(item)).collect();
+        let mut first_error = None;
+        run_pool(
+            todo,
+            workers,
+            |_, (item, fingerprint)| {
+                let work = execute(item, fingerprint);
+                async move { Ok::<R, std::convert::Infallible>(work.await) }
+            },
+            |index, done| {
+                let record = match done {
+                    Ok(record) => record.clone(),
+                    Err(PoolError::Panicked { message, .. }) => on_panic(
+                        keys.get(index).map_or("", String::as_str),
+                        format!("internal error: {message}"),
+                    ),
+                    Err(PoolError::Failed(never)) => match *never {},
+                };
+                let (label, success) = outcome(&record);
+                if let Err(e) = self.finish_item(record, &label, success) {
+                    first_error.get_or_insert(e);
                 }
-            };
-            let (label, success) = outcome(&record);
-            self.finish_item(record, &label, success)?;
-        }
-        Ok(())
+            },
+        )
+        .await;
+        first_error.map_or(Ok(()), Err)
     }
 
     /// How resume went.

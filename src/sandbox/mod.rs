@@ -7,7 +7,6 @@ pub mod archive;
 pub mod docker;
 pub mod images;
 pub mod output;
-pub mod pool;
 pub mod services;
 
 use std::future::Future;

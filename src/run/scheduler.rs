@@ -1,6 +1,7 @@
-//! Runs many jobs at once behind a queue: at most `workers` in flight, results in input
-//! order, and one job failing (or panicking) never stops the others. Generic, so any stage
-//! (grading, suites) can use it.
+//! The one scheduler: many jobs at once behind a queue, at most `workers` in flight, each
+//! outcome handed over as it finishes and all of them returned in input order; one job
+//! failing (or panicking) never stops the others. The run kernel schedules every concurrent
+//! run through it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,13 +18,13 @@ pub enum PoolError<E> {
 }
 
 /// Runs `job(index, item)` for every item, `workers` at a time (at least one), and returns
-/// each job's outcome in the items' order. `on_done` is called as each job finishes (e.g. to
-/// tick a progress bar).
+/// each job's outcome in the items' order. `on_done` is called as each job finishes (to store
+/// and report it).
 pub async fn run_pool<I, T, E, F, Fut>(
     items: Vec<I>,
     workers: usize,
     job: F,
-    on_done: impl Fn(usize, &Result<T, PoolError<E>>),
+    mut on_done: impl FnMut(usize, &Result<T, PoolError<E>>),
 ) -> Vec<Result<T, PoolError<E>>>
 where
     I: Send + 'static,
