@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use common_sandbox::{connect, default_image, resources_of_pid};
 
+/// Every command reaps a dead run's leftovers when it starts, so the test that watches a killed
+/// run's container runs alone; the others share.
+static REAPING: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 fn repairbench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_repairbench"))
 }
@@ -22,6 +26,7 @@ fn last_stderr_line(output: &Output) -> String {
 
 #[test]
 fn verdicts_are_printed_and_reflected_in_the_exit_status() {
+    let _shared = REAPING.blocking_read();
     let image = default_image();
     let exit3 = sandbox_run(&["--", "sh", "-c", "echo hi; exit 3"]);
     assert_eq!(exit3.status.code(), Some(3));
@@ -67,10 +72,10 @@ fn verdicts_are_printed_and_reflected_in_the_exit_status() {
 
 /// Starts `sandbox run -- sleep 60` and waits until its container exists. Returns the
 /// child and the (already connected, so no longer reaping) sandbox used to watch it.
-async fn start_long_run() -> (Child, repairbench::sandbox::DockerSandbox) {
+async fn start_long_run(timeout_s: &str) -> (Child, repairbench::sandbox::DockerSandbox) {
     default_image();
     let child = repairbench()
-        .args(["sandbox", "run", "--", "sleep", "60"])
+        .args(["sandbox", "run", "--timeout", timeout_s, "--", "sleep", "60"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -93,7 +98,8 @@ fn signal(child: &Child, name: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_run_removes_what_it_made() {
-    let (mut child, sandbox) = start_long_run().await;
+    let _shared = REAPING.read().await;
+    let (mut child, sandbox) = start_long_run("60").await;
     let pid = child.id();
     signal(&child, "INT");
     let status = child.wait().unwrap();
@@ -103,13 +109,23 @@ async fn an_interrupted_run_removes_what_it_made() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_run_is_cleaned_up_at_the_next_start() {
-    let (mut child, sandbox) = start_long_run().await;
+    let _alone = REAPING.write().await;
+    let (mut child, sandbox) = start_long_run("4").await;
     let pid = child.id();
     signal(&child, "KILL");
     child.wait().unwrap();
     // The killed process could not clean up: its container and workspace volume remain.
     let (containers, _, volumes) = resources_of_pid(&sandbox, pid).await;
     assert!(containers >= 1 && volumes >= 1, "containers {containers}, volumes {volumes}");
+    // But nothing runs past the job's deadline (4 s) and grace: the container ended by itself.
+    let filters = std::collections::HashMap::from([("label", vec![format!("repairbench.pid={pid}")])]);
+    let options =
+        bollard::query_parameters::ListContainersOptionsBuilder::default().filters(&filters).build();
+    let waited = Instant::now();
+    while !sandbox.docker().list_containers(Some(options.clone())).await.unwrap().is_empty() {
+        assert!(waited.elapsed() < Duration::from_secs(30), "the killed run's container is still running");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     // The next start removes them.
     let reap = repairbench().args(["sandbox", "reap"]).output().unwrap();
     assert!(reap.status.success(), "{}", String::from_utf8_lossy(&reap.stderr));

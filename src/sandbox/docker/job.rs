@@ -51,7 +51,7 @@ impl DockerSandbox {
         sink: Option<OutputSink>,
         network: Option<(&str, Vec<String>)>,
     ) -> Result<JobOutput, SandboxError> {
-        let config = self.container_config(spec, job.cmd.clone(), network);
+        let config = self.container_config(spec, with_own_deadline(job), network);
         let id = self.create_container(config, "job").await?;
         let outcome = self.run_job_in(&id, spec, job, sink).await;
         let removed = self.remove_container(&id).await;
@@ -97,7 +97,7 @@ impl DockerSandbox {
             }
         })
         .await;
-        let verdict = match finished {
+        let mut verdict = match finished {
             Err(_elapsed) => {
                 self.kill(id).await;
                 Verdict::Timeout
@@ -113,6 +113,16 @@ impl DockerSandbox {
                 }
             }
         };
+        let stderr_truncated = err.truncated();
+        let mut stderr = err.into_string();
+        // `timeout` could not start the command (no such executable): the same result as the
+        // engine's own refusal to start it.
+        if let (Verdict::Exit(126 | 127), Some(rest)) =
+            (&verdict, stderr.strip_prefix("timeout: failed to run command "))
+        {
+            verdict = Verdict::Error(rest.trim().to_owned());
+            stderr.clear();
+        }
         let duration = started.elapsed();
         let files_out = match &job.copy_out {
             Some(path) if verdict != Verdict::Timeout || job.copy_out_after_timeout => {
@@ -123,9 +133,9 @@ impl DockerSandbox {
         let result = ExecResult {
             verdict,
             stdout_truncated: out.truncated(),
-            stderr_truncated: err.truncated(),
+            stderr_truncated,
             stdout: out.into_string(),
-            stderr: err.into_string(),
+            stderr,
             duration,
         };
         Ok(JobOutput { result, files_out })
@@ -138,4 +148,17 @@ impl DockerSandbox {
             format!("{}/{}", spec.workdir.trim_end_matches('/'), path)
         }
     }
+}
+
+/// How long a job container may outlive its deadline: repairbench's own deadline (kill, then
+/// remove) comes first; this one only matters when repairbench itself was killed.
+const JOB_GRACE: Duration = Duration::from_secs(10);
+
+/// The job's command under coreutils' `timeout`, so the container ends by itself shortly after
+/// the job's deadline even when no repairbench process is left to stop it.
+fn with_own_deadline(job: &Job) -> Vec<String> {
+    let limit = (job.timeout + JOB_GRACE).as_secs().max(1);
+    let mut cmd = vec!["timeout".to_string(), "-s".into(), "KILL".into(), limit.to_string()];
+    cmd.extend(job.cmd.iter().cloned());
+    cmd
 }
