@@ -56,18 +56,12 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
                 Resume::Recompute(_) => todo.push((item, fingerprint)),
             }
         }
-        let summary = self.store.summary().clone();
-        let recomputed = summary
-            .recomputed
-            .iter()
-            .filter(|(k, _)| k.as_str() != "new")
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
+        let summary = self.store.summary();
         self.reporter.report(&ResultEvent::RunStarted {
             run: self.run.clone(),
             total: todo.len(),
             resumed: summary.reused,
-            recomputed,
+            recomputed: summary.recomputed_again(),
         })?;
         Ok(todo)
     }

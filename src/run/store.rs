@@ -60,6 +60,17 @@ pub struct ResumeSummary {
     pub unreadable: Vec<String>,
 }
 
+impl ResumeSummary {
+    /// Items computed again although an earlier record existed, by reason (new items left out).
+    pub fn recomputed_again(&self) -> BTreeMap<String, usize> {
+        self.recomputed
+            .iter()
+            .filter(|(reason, _)| reason.as_str() != "new")
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
 /// What to do with one item.
 pub enum Resume<R> {
     Reuse(R),

@@ -158,13 +158,7 @@ pub fn infer(
         })
         .map_err(RunError::Report)?;
     summary.kept = kernel.resume_summary().reused;
-    summary.recomputed = kernel
-        .resume_summary()
-        .recomputed
-        .iter()
-        .filter(|(k, _)| k.as_str() != "new")
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
+    summary.recomputed = kernel.resume_summary().recomputed_again();
     for skip in &summary.skipped {
         kernel.report(&skip.event()).map_err(RunError::Report)?;
     }

@@ -51,6 +51,9 @@ pub enum ProgramStatus {
 pub trait CodeRunner {
     /// One status per program, in order.
     fn run(&self, programs: &[Program]) -> Result<Vec<ProgramStatus>, SuiteError>;
+
+    /// What the programs run in (an image), for the fingerprint of every result it judged.
+    fn environment(&self) -> String;
 }
 
 /// Per-item scores of a code item from its programs' statuses. Harness errors are left out of
@@ -192,6 +195,10 @@ impl<S: Sandbox> SandboxCodeRunner<S> {
 }
 
 impl<S: Sandbox> CodeRunner for SandboxCodeRunner<S> {
+    fn environment(&self) -> String {
+        self.spec.image.clone()
+    }
+
     /// Programs the harness failed on are rerun in a fresh container, up to
     /// [`HARNESS_ATTEMPTS`] runs in all; those still failing stay `Error`. When no attempt
     /// got a container to run in, the error is returned instead: nothing was measured.

@@ -440,13 +440,16 @@ pub fn evaluate_with(
         "canonical": opts.canonical,
         "model_sha256": model_info.as_ref().map(|m| m.sha256.clone()),
     });
+    // Image tags are hashes of their inputs, so the tag names the environment exactly.
+    let run_image = runner.map(|r| r.environment());
     let run_parts = FingerprintBuilder::new()
         .value("suite", &fingerprint["suite_sha256"])
         .value("fewshot_data", &fingerprint["fewshot_data"])
         .value("shots", &shots)
         .value("samples", &fingerprint["samples_sha256"])
         .value("canonical", &opts.canonical)
-        .value("model", &fingerprint["model_sha256"]);
+        .value("model", &fingerprint["model_sha256"])
+        .value("image", &run_image);
     let item_fingerprint = |doc: &Doc| run_parts.clone().id("row", &row_sha256(doc)).finish();
 
     std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
@@ -459,13 +462,7 @@ pub fn evaluate_with(
         .plan(items, |(seed, doc)| (SampleRecord::key_of(*seed, &doc.id), item_fingerprint(doc)))
         .map_err(SuiteError::Report)?;
     let resumed = kernel.resume_summary().reused;
-    let recomputed: BTreeMap<String, usize> = kernel
-        .resume_summary()
-        .recomputed
-        .iter()
-        .filter(|(k, _)| k.as_str() != "new")
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
+    let recomputed = kernel.resume_summary().recomputed_again();
     let mut run = Run { suite, pool, shots, model, runner, completions };
     let mut computed = 0usize;
     // Each record is stored as soon as it exists, so a crash keeps it.
