@@ -227,7 +227,6 @@ pub async fn grade<S: Sandbox + 'static>(
     plan: &GradePlan,
     reporter: &mut dyn Reporter<InstanceResult>,
 ) -> Result<GradeReport, RunError> {
-    let started = Instant::now();
     let task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
     let prediction_set =
         tasks::load_predictions(&plan.predictions, &task_set.tasks).map_err(RunError::Predictions)?;
@@ -298,7 +297,6 @@ pub async fn grade<S: Sandbox + 'static>(
     }
     let report = GradeReport::new(finished.into_values().collect(), skipped);
     report::write_json_atomic(&plan.out.join("report.json"), &report).map_err(RunError::Report)?;
-    let _ = started;
     Ok(report)
 }
 
