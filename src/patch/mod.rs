@@ -88,12 +88,20 @@ fn libgit2_paths(diff: &git2::Diff<'_>) -> Result<Vec<String>, UnsafePath> {
     Ok(out)
 }
 
-fn git2_apply(repo: &git2::Repository, base: &git2::Tree<'_>, patch: &str) -> Result<git2::Oid, String> {
-    let diff = git2::Diff::from_buffer(patch.as_bytes()).map_err(|e| format!("parse: {}", e.message()))?;
+fn parse_git2(patch: &str) -> Result<git2::Diff<'static>, String> {
+    git2::Diff::from_buffer(patch.as_bytes()).map_err(|e| format!("parse: {}", e.message()))
+}
+
+fn git2_apply(
+    repo: &git2::Repository,
+    base: &git2::Tree<'_>,
+    diff: Result<&git2::Diff<'_>, String>,
+) -> Result<git2::Oid, String> {
+    let diff = diff?;
     if diff.deltas().len() == 0 {
         return Err("parse: no file changes".into());
     }
-    let mut index = repo.apply_to_tree(base, &diff, None).map_err(|e| format!("apply: {}", e.message()))?;
+    let mut index = repo.apply_to_tree(base, diff, None).map_err(|e| format!("apply: {}", e.message()))?;
     index.write_tree_to(repo).map_err(|e| format!("write tree: {}", e.message()))
 }
 
@@ -137,10 +145,11 @@ fn fuzzy_apply(
 /// differ); an unsafe path refuses the whole patch.
 pub fn apply(repo: &git2::Repository, base: &git2::Tree<'_>, patch: &str) -> Result<Applied, PatchError> {
     let files = diff::parse(patch);
-    let parsed = git2::Diff::from_buffer(patch.as_bytes()).ok();
+    // Parsed once: its paths are checked, then the same diff is the first attempt.
+    let parsed = parse_git2(patch);
     let mut named: Vec<String> =
         files.iter().flat_map(|f| [f.old_path.clone(), f.new_path.clone()]).flatten().collect();
-    if let Some(parsed) = &parsed {
+    if let Ok(parsed) = &parsed {
         named.extend(libgit2_paths(parsed).map_err(PatchError::Unsafe)?);
     }
     if named.is_empty() {
@@ -153,13 +162,13 @@ pub fn apply(repo: &git2::Repository, base: &git2::Tree<'_>, patch: &str) -> Res
 
     let mut log = Vec::new();
     let mut made = None;
-    match git2_apply(repo, base, patch) {
+    match git2_apply(repo, base, parsed.as_ref().map_err(Clone::clone)) {
         Ok(tree) => made = Some((tree, ApplyMethod::Git2)),
         Err(e) => log.push(format!("git2: {e}")),
     }
     let normalized = diff::render(&files);
     if made.is_none() && normalized != patch && !files.is_empty() {
-        match git2_apply(repo, base, &normalized) {
+        match git2_apply(repo, base, parse_git2(&normalized).as_ref().map_err(Clone::clone)) {
             Ok(tree) => made = Some((tree, ApplyMethod::Git2Normalized)),
             Err(e) => log.push(format!("git2_normalized: {e}")),
         }
