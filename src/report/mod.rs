@@ -29,6 +29,11 @@ pub enum ResultEvent<R> {
         #[serde(default)]
         recomputed: BTreeMap<String, usize>,
     },
+    /// An item whose record an earlier run left and this run keeps (its fingerprint matched).
+    ItemReused {
+        id: String,
+        record: R,
+    },
     ItemStarted {
         id: String,
     },
@@ -40,15 +45,27 @@ pub enum ResultEvent<R> {
         record: R,
     },
     /// An input record that could not become an item.
-    ItemSkipped {
-        id: Option<String>,
-        location: String,
-        reason: String,
-    },
+    ItemSkipped(Skipped),
     RunFinished {
         counts: BTreeMap<String, usize>,
         elapsed_s: f64,
     },
+}
+
+/// An input record that was left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// `file:line`, `file[index]` or an instance id.
+    pub location: String,
+    pub instance_id: Option<String>,
+    pub reason: String,
+}
+
+impl Skipped {
+    /// The event reporters show for this record.
+    pub fn event<R>(&self) -> ResultEvent<R> {
+        ResultEvent::ItemSkipped(self.clone())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -200,13 +217,14 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
                     self.bar.println(format!("{n} item(s) computed again: {reason}"));
                 }
             }
+            ResultEvent::ItemReused { .. } => {}
             ResultEvent::ItemStarted { id } => self.bar.set_message(id.clone()),
             ResultEvent::ItemFinished { id, outcome, .. } => {
                 self.bar.inc(1);
                 self.bar.set_message(format!("{id}: {outcome}"));
             }
-            ResultEvent::ItemSkipped { id, location, reason } => {
-                let id = id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default();
+            ResultEvent::ItemSkipped(Skipped { instance_id, location, reason }) => {
+                let id = instance_id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default();
                 self.bar.println(format!("skipped {location}{id}: {reason}"));
             }
             ResultEvent::RunFinished { counts, elapsed_s } => {
@@ -222,12 +240,19 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
     }
 }
 
-/// Sends each event to several reporters; the first error is returned after all have seen it.
-pub struct Fanout<R> {
-    pub reporters: Vec<Box<dyn Reporter<R>>>,
+/// Sends each event to several reporters, in order; the first error is returned after all have
+/// seen it.
+pub struct Fanout<'a, R> {
+    pub reporters: Vec<&'a mut dyn Reporter<R>>,
 }
 
-impl<R: Send> Reporter<R> for Fanout<R> {
+impl<'a, R> Fanout<'a, R> {
+    pub fn new(reporters: Vec<&'a mut dyn Reporter<R>>) -> Self {
+        Self { reporters }
+    }
+}
+
+impl<R: Send> Reporter<R> for Fanout<'_, R> {
     fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError> {
         let mut first = None;
         for reporter in &mut self.reporters {
@@ -236,6 +261,62 @@ impl<R: Send> Reporter<R> for Fanout<R> {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+}
+
+/// Everything a run ended with: every record by key (kept from an earlier run or new) and the
+/// inputs that were left out.
+#[derive(Debug)]
+pub struct RunRecords<R> {
+    pub records: BTreeMap<String, R>,
+    pub skipped: Vec<Skipped>,
+    pub counts: BTreeMap<String, usize>,
+    pub elapsed_s: f64,
+}
+
+/// The subscriber that writes a run's final file (`report.json`, `results.json`): it gathers
+/// records from the event stream and, when the run finishes, hands them all to `write`.
+pub struct FinalWriter<R, F> {
+    records: BTreeMap<String, R>,
+    skipped: Vec<Skipped>,
+    write: F,
+}
+
+impl<R, F> FinalWriter<R, F>
+where
+    F: FnMut(&RunRecords<R>) -> Result<(), ReportError>,
+{
+    pub fn new(write: F) -> Self {
+        Self { records: BTreeMap::new(), skipped: Vec::new(), write }
+    }
+}
+
+impl<R: Clone + Send, F> Reporter<R> for FinalWriter<R, F>
+where
+    F: FnMut(&RunRecords<R>) -> Result<(), ReportError> + Send,
+{
+    fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError> {
+        match event {
+            ResultEvent::RunStarted { .. } => {
+                self.records.clear();
+                self.skipped.clear();
+            }
+            ResultEvent::ItemReused { id, record } | ResultEvent::ItemFinished { id, record, .. } => {
+                self.records.insert(id.clone(), record.clone());
+            }
+            ResultEvent::ItemSkipped(skipped) => self.skipped.push(skipped.clone()),
+            ResultEvent::ItemStarted { .. } => {}
+            ResultEvent::RunFinished { counts, elapsed_s } => {
+                let done = RunRecords {
+                    records: std::mem::take(&mut self.records),
+                    skipped: std::mem::take(&mut self.skipped),
+                    counts: counts.clone(),
+                    elapsed_s: *elapsed_s,
+                };
+                (self.write)(&done)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,7 +1,7 @@
 //! The run kernel every kind of run goes through: items are matched against the result store
 //! (reuse or recompute, with the reason), scheduled with a bound on concurrency
-//! ([`super::scheduler`]), and each finished record is appended to the store before any other
-//! reporter sees its event.
+//! ([`super::scheduler`]), and every event goes first to the store (which appends finished
+//! records, synced) and then to the run's other subscribers.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::fingerprint::Fingerprint;
 use super::scheduler::{run_pool, PoolError};
 use super::store::{ResultStore, Resume, ResumeSummary, StoredRecord};
-use crate::report::{ReportError, Reporter, ResultEvent};
+use crate::report::{ReportError, Reporter, ResultEvent, RunRecords, Skipped};
 
 /// One run: its store, its reporters, and the records finished so far (reused or new).
 pub struct Kernel<'a, R: StoredRecord> {
@@ -20,6 +20,7 @@ pub struct Kernel<'a, R: StoredRecord> {
     reporter: &'a mut dyn Reporter<R>,
     started: Instant,
     finished: BTreeMap<String, R>,
+    skipped: Vec<Skipped>,
 }
 
 impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
@@ -36,6 +37,7 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
             reporter,
             started: Instant::now(),
             finished: BTreeMap::new(),
+            skipped: Vec::new(),
         })
     }
 
@@ -47,34 +49,42 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
         identify: impl Fn(&I) -> (String, Fingerprint),
     ) -> Result<Vec<(I, Fingerprint)>, ReportError> {
         let mut todo = Vec::new();
+        let mut reused = Vec::new();
         for item in items {
             let (key, fingerprint) = identify(&item);
             match self.store.resume(&key, &fingerprint) {
-                Resume::Reuse(record) => {
-                    self.finished.insert(key, record);
-                }
+                Resume::Reuse(record) => reused.push((key, record)),
                 Resume::Recompute(_) => todo.push((item, fingerprint)),
             }
         }
         let summary = self.store.summary();
-        self.reporter.report(&ResultEvent::RunStarted {
+        self.report(&ResultEvent::RunStarted {
             run: self.run.clone(),
             total: todo.len(),
             resumed: summary.reused,
             recomputed: summary.recomputed_again(),
         })?;
+        for (key, record) in reused {
+            self.report(&ResultEvent::ItemReused { id: key.clone(), record: record.clone() })?;
+            self.finished.insert(key, record);
+        }
         Ok(todo)
     }
 
+    /// Sends `event` to the store first, so a record is on disk before anyone is told of it;
+    /// the other subscribers see it only when the store took it.
     pub fn report(&mut self, event: &ResultEvent<R>) -> Result<(), ReportError> {
+        self.store.report(event)?;
+        if let ResultEvent::ItemSkipped(skipped) = event {
+            self.skipped.push(skipped.clone());
+        }
         self.reporter.report(event)
     }
 
     /// Stores a finished record (synced), then reports it.
     pub fn finish_item(&mut self, record: R, outcome: &str, success: bool) -> Result<(), ReportError> {
-        self.store.append(&record)?;
         let key = record.key();
-        self.reporter.report(&ResultEvent::ItemFinished {
+        self.report(&ResultEvent::ItemFinished {
             id: key.clone(),
             outcome: outcome.to_owned(),
             success,
@@ -134,15 +144,91 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
         self.store.summary()
     }
 
-    /// Announces the end with the counts `count` makes of all records, and returns every
-    /// record, reused and new, by key.
+    /// Announces the end with the counts `count` makes of all records, and returns what the run
+    /// ended with: the same records and skipped inputs the subscribers were shown.
     pub fn finish_with(
-        self,
+        mut self,
         count: impl Fn(&BTreeMap<String, R>) -> BTreeMap<String, usize>,
-    ) -> Result<BTreeMap<String, R>, ReportError> {
+    ) -> Result<RunRecords<R>, ReportError> {
         let counts = count(&self.finished);
-        self.reporter
-            .report(&ResultEvent::RunFinished { counts, elapsed_s: self.started.elapsed().as_secs_f64() })?;
-        Ok(self.finished)
+        let elapsed_s = self.started.elapsed().as_secs_f64();
+        self.report(&ResultEvent::RunFinished { counts: counts.clone(), elapsed_s })?;
+        Ok(RunRecords { records: self.finished, skipped: self.skipped, counts, elapsed_s })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Fanout, FinalWriter};
+    use crate::run::fingerprint::FingerprintBuilder;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Item {
+        id: String,
+        value: u32,
+        fingerprint: Option<Fingerprint>,
+    }
+
+    impl StoredRecord for Item {
+        fn key(&self) -> String {
+            self.id.clone()
+        }
+        fn fingerprint(&self) -> Option<Fingerprint> {
+            self.fingerprint.clone()
+        }
+        fn is_infrastructure_failure(&self) -> bool {
+            false
+        }
+    }
+
+    /// One run over ids `a`, `b`, `c` where `b`'s input is `b_input`; returns what the final
+    /// file subscriber saw and what the store holds.
+    fn run_once(path: &Path, b_input: &str) -> (BTreeMap<String, u32>, Vec<String>) {
+        let mut seen = BTreeMap::new();
+        let mut skipped = Vec::new();
+        let mut final_file = FinalWriter::new(|run: &RunRecords<Item>| {
+            seen = run.records.iter().map(|(k, r)| (k.clone(), r.value)).collect();
+            skipped = run.skipped.iter().map(|s| s.location.clone()).collect();
+            Ok(())
+        });
+        let mut subscribers = Fanout::new(vec![&mut final_file]);
+        let mut kernel = Kernel::open("test", path, false, &mut subscribers).unwrap();
+        let fingerprint = |id: &str| {
+            let input = if id == "b" { b_input } else { "same" };
+            FingerprintBuilder::new().id("input", input).finish()
+        };
+        let todo = kernel.plan(vec!["a", "b", "c"], |id| (id.to_string(), fingerprint(id))).unwrap();
+        kernel
+            .report(
+                &Skipped { location: "in.jsonl:4".into(), instance_id: None, reason: "bad".into() }.event(),
+            )
+            .unwrap();
+        for (id, fingerprint) in todo {
+            let value = if id == "b" { b_input.len() as u32 } else { 1 };
+            kernel
+                .finish_item(Item { id: id.into(), value, fingerprint: Some(fingerprint) }, "done", true)
+                .unwrap();
+        }
+        let returned = kernel.finish_with(|records| BTreeMap::from([("n".into(), records.len())])).unwrap();
+        assert_eq!(returned.counts["n"], 3);
+        drop(subscribers);
+        drop(final_file);
+        (seen, skipped)
+    }
+
+    #[test]
+    fn the_final_file_subscriber_sees_reused_and_new_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let (first, skipped) = run_once(&path, "x");
+        assert_eq!(first, BTreeMap::from([("a".into(), 1), ("b".into(), 1), ("c".into(), 1)]));
+        assert_eq!(skipped, ["in.jsonl:4"]);
+        // `b` changed: recomputed; `a` and `c` come to the subscriber as reused records.
+        let (second, _) = run_once(&path, "xyz");
+        assert_eq!(second, BTreeMap::from([("a".into(), 1), ("b".into(), 3), ("c".into(), 1)]));
+        let stored = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(stored.lines().count(), 4, "only the recomputed record was appended: {stored}");
     }
 }

@@ -140,6 +140,16 @@ impl<R: StoredRecord> ResultStore<R> {
     }
 }
 
+/// The store is the first subscriber of every run: it keeps each finished record.
+impl<R: StoredRecord + Send> report::Reporter<R> for ResultStore<R> {
+    fn report(&mut self, event: &report::ResultEvent<R>) -> Result<(), ReportError> {
+        if let report::ResultEvent::ItemFinished { record, .. } = event {
+            self.append(record)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

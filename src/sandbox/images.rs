@@ -65,8 +65,15 @@ pub enum ImageError {
         #[source]
         source: std::io::Error,
     },
-    #[error("building layer `{layer}` failed: {message}")]
-    Build { layer: String, message: String },
+    #[error("building layer `{layer}` failed{}: {message}", step.as_deref().map(|s| format!(" at `{s}`")).unwrap_or_default())]
+    Build {
+        layer: String,
+        /// The Dockerfile instruction that failed (`RUN pip install ...`), when known.
+        step: Option<String>,
+        message: String,
+        /// The whole build output (capped), for the instance's logs.
+        log: String,
+    },
     #[error("layer directory {0} has no Dockerfile")]
     NoDockerfile(PathBuf),
 }
@@ -364,9 +371,19 @@ pub async fn build_layer(
     parent: &str,
 ) -> Result<String, ImageError> {
     files.sort();
+    build_layer_sorted(docker, name, &files, parent).await
+}
+
+/// [`build_layer`] for files already sorted by path.
+pub(crate) async fn build_layer_sorted(
+    docker: &Docker,
+    name: &str,
+    files: &LayerFiles,
+    parent: &str,
+) -> Result<String, ImageError> {
     let parent_id =
         docker.inspect_image(parent).await.map_err(api("inspect parent image"))?.id.unwrap_or_default();
-    let inputs = layer_inputs_hash(&parent_id, &files);
+    let inputs = layer_inputs_hash(&parent_id, files);
     let tag = format!("repairbench/{name}:{inputs}");
     if image_exists(docker, &tag).await? {
         return Ok(tag);
@@ -394,40 +411,81 @@ pub async fn build_layer(
         .t(&tag)
         .rm(true)
         .forcerm(true)
-        .buildargs(&HashMap::from([("BASE".to_string(), parent.to_string())]))
+        .buildargs(&build_args(parent))
         .labels(&labels)
         .build();
     let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
-    let mut tail: Vec<String> = Vec::new();
+    let mut log = BuildLog::default();
+    let failed = |log: &BuildLog, message: String| ImageError::Build {
+        layer: name.to_string(),
+        step: log.step.clone(),
+        message: format!("{message}\nlast output:\n{}", log.tail(15)),
+        log: log.text.clone(),
+    };
     while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| ImageError::Build {
-            layer: name.to_string(),
-            message: format!("{e}\n{}", tail.join("")),
-        })?;
+        let info = match item {
+            Ok(info) => info,
+            Err(e) => {
+                bar.finish_and_clear();
+                return Err(failed(&log, e.to_string()));
+            }
+        };
         if let Some(error) = info.error_detail.and_then(|d| d.message) {
             bar.finish_and_clear();
-            return Err(ImageError::Build {
-                layer: name.to_string(),
-                message: format!("{error}\n{}", tail.join("")),
-            });
+            log.push(&error);
+            return Err(failed(&log, error));
         }
         if let Some(line) = info.stream {
             tracing::debug!(target: "repairbench::build", "{}", line.trim_end());
             if !line.trim().is_empty() {
                 bar.set_message(format!("building {tag}: {}", line.trim()));
             }
-            tail.push(line);
-            if tail.len() > 30 {
-                tail.remove(0);
-            }
+            log.push(&line);
         }
     }
     bar.finish_and_clear();
     if !image_exists(docker, &tag).await? {
-        return Err(ImageError::Build { layer: name.to_string(), message: tail.join("") });
+        return Err(failed(&log, "the engine reported no error, but the image is missing".into()));
     }
     eprintln!("repairbench: image {tag} built in {:.1} s", started.elapsed().as_secs_f64());
     Ok(tag)
+}
+
+/// `BASE` (the parent) and the host settings layers may use ([`super::layers::PASSED_BUILD_ARGS`]).
+fn build_args(parent: &str) -> HashMap<String, String> {
+    let mut args = HashMap::from([("BASE".to_string(), parent.to_string())]);
+    for name in super::layers::PASSED_BUILD_ARGS {
+        if let Ok(value) = std::env::var(name) {
+            args.insert(name.to_string(), value);
+        }
+    }
+    args
+}
+
+/// The output of one image build, kept whole up to a cap, and the instruction running last.
+#[derive(Default)]
+struct BuildLog {
+    text: String,
+    step: Option<String>,
+}
+
+impl BuildLog {
+    const CAP: usize = 4 << 20;
+
+    fn tail(&self, lines: usize) -> String {
+        let all: Vec<&str> = self.text.lines().filter(|l| !l.trim().is_empty()).collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn push(&mut self, line: &str) {
+        // The classic builder announces each instruction as `Step N/M : INSTRUCTION`.
+        if let Some((_, instruction)) = line.trim().strip_prefix("Step ").and_then(|l| l.split_once(" : ")) {
+            self.step = Some(instruction.to_string());
+        }
+        if self.text.len() < Self::CAP {
+            self.text.push_str(line);
+        }
+    }
 }
 
 /// Makes sure the default sandbox image (Debian base with python3, pytest and git, user

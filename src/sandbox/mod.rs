@@ -6,6 +6,7 @@ pub mod apt;
 pub mod archive;
 pub mod docker;
 pub mod images;
+pub mod layers;
 pub mod output;
 pub mod services;
 
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use docker::{DockerEnv, DockerSandbox, Job, JobOutput};
 pub use images::{ensure_default_image, ImageError};
+pub use layers::{LayerSpec, ParentImage};
 
 /// Resource limits for one environment.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -213,4 +215,7 @@ pub trait Sandbox: Send + Sync {
     ) -> impl Future<Output = Result<ExecResult, SandboxError>> + Send;
     /// Removes the environment and everything it made. Idempotent.
     fn destroy(&self, env: Self::Env) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    /// Builds the image `layer` describes (and its parents) unless built; returns its tag.
+    /// Builds may use the network; environments never do.
+    fn ensure_layer(&self, layer: &LayerSpec) -> impl Future<Output = Result<String, ImageError>> + Send;
 }

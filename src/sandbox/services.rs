@@ -116,10 +116,10 @@ impl ServiceGroup {
             labels: Some(sandbox.labels()),
             ..Default::default()
         };
-        sandbox.docker().create_network(request).await.map_err(|e| ServiceError::Sandbox {
-            service: "(network)".into(),
-            source: SandboxError::Backend { op: "create network", source: Box::new(e) },
-        })?;
+        sandbox
+            .call("create network", sandbox.docker().create_network(request))
+            .await
+            .map_err(|source| ServiceError::Sandbox { service: "(network)".into(), source })?;
         let mut group = Self { sandbox: sandbox.clone(), network, containers: Vec::new() };
         for i in order {
             if let Err(e) = group.start_one(&services[i], ready_timeout).await {
@@ -152,10 +152,9 @@ impl ServiceGroup {
             self.sandbox.create_container(config, &format!("svc-{}-", service.name)).await.map_err(wrap)?;
         self.containers.push((service.name.clone(), id.clone()));
         self.sandbox
-            .docker()
-            .start_container(&id, None)
+            .call("start service", self.sandbox.docker().start_container(&id, None))
             .await
-            .map_err(|e| wrap(SandboxError::Backend { op: "start service", source: Box::new(e) }))?;
+            .map_err(wrap)?;
         let Some(ready) = &service.ready else { return Ok(()) };
         let env = DockerEnv::new(id, &spec, true);
         let started = Instant::now();
@@ -221,12 +220,16 @@ impl ServiceGroup {
                 first_error.get_or_insert(e);
             }
         }
-        match self.sandbox.docker().remove_network(&self.network).await {
-            Ok(()) => {}
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {}
-            Err(e) => {
+        let removal = self.sandbox.docker().remove_network(&self.network);
+        match self.sandbox.raw_call("remove network", removal).await {
+            Ok(Ok(())) => {}
+            Ok(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) => {}
+            Ok(Err(e)) => {
                 first_error
                     .get_or_insert(SandboxError::Backend { op: "remove network", source: Box::new(e) });
+            }
+            Err(deadline) => {
+                first_error.get_or_insert(deadline);
             }
         }
         first_error.map_or(Ok(()), Err)

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::model::{ChatMessage, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest};
-use crate::report::{ConsoleProgress, Reporter};
+use crate::report::{ConsoleProgress, Fanout, FinalWriter, Reporter, RunRecords};
 use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::run::kernel::Kernel;
 
@@ -454,8 +454,25 @@ pub fn evaluate_with(
 
     std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
     let samples_path = opts.out.join("samples.jsonl");
-    let mut kernel = Kernel::open(&format!("eval {}", suite.def.name), &samples_path, opts.force, reporter)
-        .map_err(SuiteError::Report)?;
+    let doc_ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
+    let results_path = opts.out.join("results.json");
+    let mut results_json = FinalWriter::new(|run: &RunRecords<SampleRecord>| {
+        let Aggregate { metrics, groups } = aggregate_run(&run.records, &seeds, &doc_ids);
+        let results = serde_json::json!({
+            "suite": suite.def.name,
+            "kind": kind,
+            "items": doc_ids.len(),
+            "seeds": seeds,
+            "metrics": metrics,
+            "groups": groups,
+            "config": config,
+        });
+        crate::report::write_json_atomic(&results_path, &results)
+    });
+    let mut subscribers = Fanout::new(vec![&mut results_json, reporter]);
+    let mut kernel =
+        Kernel::open(&format!("eval {}", suite.def.name), &samples_path, opts.force, &mut subscribers)
+            .map_err(SuiteError::Report)?;
     let items: Vec<(u64, Doc)> =
         seeds.iter().flat_map(|&seed| docs.iter().map(move |d| (seed, d.clone()))).collect();
     let todo = kernel
@@ -498,12 +515,8 @@ pub fn evaluate_with(
             }
         }
     }
-    let records = kernel.finish_with(count_outcomes).map_err(SuiteError::Report)?;
-    let per_seed: Vec<(u64, Vec<&SampleRecord>)> = seeds
-        .iter()
-        .map(|&s| (s, docs.iter().filter_map(|d| records.get(&SampleRecord::key_of(s, &d.id))).collect()))
-        .collect();
-    let Aggregate { metrics, groups } = aggregate(&per_seed);
+    let run_records = kernel.finish_with(count_outcomes).map_err(SuiteError::Report)?;
+    let Aggregate { metrics, groups } = aggregate_run(&run_records.records, &seeds, &doc_ids);
     let summary = EvalSummary {
         suite: suite.def.name.clone(),
         kind,
@@ -517,16 +530,6 @@ pub fn evaluate_with(
         recomputed,
         out_dir: opts.out.clone(),
     };
-    let results = serde_json::json!({
-        "suite": summary.suite,
-        "kind": kind,
-        "items": summary.items,
-        "seeds": seeds,
-        "metrics": summary.metrics,
-        "groups": summary.groups,
-        "config": config,
-    });
-    write_json(&opts.out.join("results.json"), &results)?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let manifest = serde_json::json!({
         "tool": "repairbench",
@@ -547,6 +550,15 @@ pub fn evaluate_with(
     });
     write_json(&opts.out.join("manifest.json"), &manifest)?;
     Ok(summary)
+}
+
+/// The metrics of a finished run: per seed, the records of `doc_ids` in order.
+fn aggregate_run(records: &BTreeMap<String, SampleRecord>, seeds: &[u64], doc_ids: &[String]) -> Aggregate {
+    let per_seed: Vec<(u64, Vec<&SampleRecord>)> = seeds
+        .iter()
+        .map(|&s| (s, doc_ids.iter().filter_map(|id| records.get(&SampleRecord::key_of(s, id))).collect()))
+        .collect();
+    aggregate(&per_seed)
 }
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), SuiteError> {

@@ -19,19 +19,41 @@ pub const TASK_FILE: &str = "task.json";
 /// File name of a task folder's repository bundle.
 pub const BUNDLE_FILE: &str = "repo.bundle";
 
-/// What a task's test image needs beyond the default base (field `environment`, ours).
+/// What a task's tests need beyond the default image (field `environment`, ours). Without
+/// `image`, an environment image is built from the repository itself (see
+/// `run::swe::environment`): the runner's toolchain, the project installed with its test
+/// dependencies, then these extras.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskEnvironment {
-    /// Image to run the tests in instead of the default Python base.
+    /// A prebuilt image to run the tests in; nothing is built.
     #[serde(default)]
     pub image: Option<String>,
-    /// Python packages the tests need (recorded; the image must provide them).
+    /// The Python the project wants (`3`, `3.11`); only Debian's python3 is available, so a
+    /// different minor version is an environment error rather than a silent substitute.
+    #[serde(default)]
+    pub python: Option<String>,
+    /// Python packages installed into the environment's venv.
     #[serde(default)]
     pub pip: Vec<String>,
-    /// Extra environment variables for the test command.
+    /// Debian packages installed into the image.
+    #[serde(default)]
+    pub apt: Vec<String>,
+    /// Shell commands run from the repository root while the image is built (network on).
+    #[serde(default)]
+    pub install: Vec<String>,
+    /// Extra environment variables for the tests.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The test runner (`pytest`, `cargo`, `go`, `node`, `junit`); detected when absent.
+    #[serde(default)]
+    pub runner: Option<crate::grade::runners::RunnerKind>,
+    /// For the `junit` runner: globs (from the repository root) of the XML reports.
+    #[serde(default)]
+    pub junit: Vec<String>,
+    /// Same as the task's top-level `test_cmd`.
+    #[serde(default)]
+    pub test_cmd: Option<String>,
 }
 
 /// One SWE-bench instance, plus our optional `test_cmd` and `environment`.
@@ -64,6 +86,10 @@ pub struct SweTask {
     pub test_cmd: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<TaskEnvironment>,
+    /// The repository's own CI jobs to run as grading steps (names, or `all`); each is one
+    /// outcome `ci:JOB` in FAIL_TO_PASS/PASS_TO_PASS.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "one_or_many")]
+    pub ci_jobs: Vec<String>,
     /// Where the instance was read from (`file:line`), for messages.
     #[serde(skip)]
     pub origin: String,
@@ -73,6 +99,16 @@ pub struct SweTask {
 }
 
 impl SweTask {
+    /// The test command the task gives (top level, or in `environment`).
+    pub fn test_command(&self) -> Option<&str> {
+        self.test_cmd.as_deref().or_else(|| self.environment.as_ref().and_then(|e| e.test_cmd.as_deref()))
+    }
+
+    /// The commit whose tree the environment is built from.
+    pub fn environment_commit(&self) -> &str {
+        self.environment_setup_commit.as_deref().filter(|c| !c.is_empty()).unwrap_or(&self.base_commit)
+    }
+
     /// `OWNER/NAME` split in two; `None` when `repo` is not of that shape.
     pub fn owner_name(&self) -> Option<(&str, &str)> {
         let (owner, name) = self.repo.split_once('/')?;
@@ -99,6 +135,21 @@ fn test_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, 
     }
 }
 
+fn one_or_many<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    match OneOrMany::deserialize(deserializer)
+        .map_err(|_| de::Error::custom("expected a job name, `all`, or a list of job names"))?
+    {
+        OneOrMany::One(name) => Ok(vec![name]),
+        OneOrMany::Many(names) => Ok(names),
+    }
+}
+
 fn string_or_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
     match Option::<serde_json::Value>::deserialize(deserializer)? {
         None | Some(serde_json::Value::Null) => Ok(None),
@@ -108,25 +159,7 @@ fn string_or_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option
     }
 }
 
-/// A record that was left out, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Skipped {
-    /// `file:line`, `file[index]` or an instance id.
-    pub location: String,
-    pub instance_id: Option<String>,
-    pub reason: String,
-}
-
-impl Skipped {
-    /// The event reporters show for this record.
-    pub fn event<R>(&self) -> crate::report::ResultEvent<R> {
-        crate::report::ResultEvent::ItemSkipped {
-            id: self.instance_id.clone(),
-            location: self.location.clone(),
-            reason: self.reason.clone(),
-        }
-    }
-}
+pub use crate::report::Skipped;
 
 /// Errors that stop loading a whole file (a bad record only skips that record).
 #[derive(Debug, thiserror::Error)]

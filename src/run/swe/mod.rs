@@ -6,6 +6,7 @@
 //! Every finished instance is appended to `results.jsonl`; a rerun with the same output folder
 //! keeps those whose inputs are unchanged.
 
+pub mod environment;
 mod execute;
 mod prepare;
 pub mod verdict;
@@ -20,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::grade::{self, Resolution, StatusMap, StatusSource, TestsStatus, Verdict};
 use crate::patch::{self, protect::Tampering, ApplyMethod};
-use crate::report::{self, Reporter};
+use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
 use crate::sandbox::{EnvSpec, Limits, Sandbox};
 use crate::tasks::{self, repos, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
 
@@ -93,6 +94,9 @@ pub enum RunError {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Timings {
     pub prepare_s: f64,
+    /// Planning the environment and building its image when it was missing.
+    #[serde(default)]
+    pub environment_s: f64,
     pub tests_s: f64,
     pub reruns_s: f64,
     pub total_s: f64,
@@ -154,6 +158,19 @@ pub struct Summary {
 }
 
 impl GradeReport {
+    /// The report of a finished run; instances that ended in `error` are listed as skipped too.
+    pub fn from_run(run: &RunRecords<InstanceResult>) -> Self {
+        let mut skipped = run.skipped.clone();
+        for result in run.records.values().filter(|r| r.verdict == Verdict::Error) {
+            skipped.push(Skipped {
+                location: result.instance_id.clone(),
+                instance_id: Some(result.instance_id.clone()),
+                reason: result.detail.clone().unwrap_or_else(|| "error".into()),
+            });
+        }
+        Self::new(run.records.values().cloned().collect(), skipped)
+    }
+
     pub fn new(instances: Vec<InstanceResult>, skipped: Vec<Skipped>) -> Self {
         let mut summary = Summary { total: instances.len(), skipped: skipped.len(), ..Summary::default() };
         for verdict in Verdict::ALL {
@@ -247,7 +264,12 @@ pub async fn grade<S: Sandbox + 'static>(
     std::fs::create_dir_all(&plan.out)
         .map_err(|source| RunError::Report(report::ReportError::Write { path: plan.out.clone(), source }))?;
     write_manifest(plan, &task_set.tasks).map_err(RunError::Report)?;
-    let mut kernel = Kernel::open("swe grade", &plan.out.join("results.jsonl"), plan.force, reporter)
+    let report_path = plan.out.join("report.json");
+    let mut report_json = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
+        report::write_json_atomic(&report_path, &GradeReport::from_run(run))
+    });
+    let mut subscribers = Fanout::new(vec![&mut report_json, reporter]);
+    let mut kernel = Kernel::open("swe grade", &plan.out.join("results.jsonl"), plan.force, &mut subscribers)
         .map_err(RunError::Report)?;
     let todo = kernel
         .plan(work, |(task, prediction)| {
@@ -287,17 +309,8 @@ pub async fn grade<S: Sandbox + 'static>(
         }
         counts
     };
-    let finished = kernel.finish_with(verdict_counts).map_err(RunError::Report)?;
-    for result in finished.values().filter(|r| r.verdict == Verdict::Error) {
-        skipped.push(Skipped {
-            location: result.instance_id.clone(),
-            instance_id: Some(result.instance_id.clone()),
-            reason: result.detail.clone().unwrap_or_else(|| "error".into()),
-        });
-    }
-    let report = GradeReport::new(finished.into_values().collect(), skipped);
-    report::write_json_atomic(&plan.out.join("report.json"), &report).map_err(RunError::Report)?;
-    Ok(report)
+    let run = kernel.finish_with(verdict_counts).map_err(RunError::Report)?;
+    Ok(GradeReport::from_run(&run))
 }
 
 fn write_manifest(plan: &GradePlan, tasks: &[SweTask]) -> Result<(), report::ReportError> {
@@ -358,6 +371,39 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
         fingerprint: None,
         timings: Timings::default(),
         log_dir: format!("logs/{}", safe_name(id)),
+    }
+}
+
+/// The image `task`'s tests run in: its own, the run's, or one built from its repository
+/// (the build log goes to `environment_build.log`). Errors are `(reason, detail)`.
+async fn environment_image<S: Sandbox>(
+    sandbox: &S,
+    locator: &Arc<RepoLocator>,
+    settings: &GradeSettings,
+    task: &SweTask,
+    log_dir: &Path,
+) -> Result<String, (&'static str, String)> {
+    let planned = {
+        let (locator, task) = (locator.clone(), task.clone());
+        tokio::task::spawn_blocking(move || prepare::plan_environment(&locator, &task)).await
+    };
+    let environment = match planned {
+        Ok(Ok(environment)) => environment,
+        Ok(Err(why)) => return Err(("environment_unknown", why)),
+        Err(e) => return Err(("environment_unknown", format!("internal error while planning: {e}"))),
+    };
+    match environment.image {
+        environment::ImageChoice::RunImage => Ok(settings.image.clone()),
+        environment::ImageChoice::Given(image) => Ok(image),
+        environment::ImageChoice::Build(layer) => match sandbox.ensure_layer(&layer).await {
+            Ok(tag) => Ok(tag),
+            Err(e) => {
+                if let crate::sandbox::ImageError::Build { log, .. } = &e {
+                    let _ = std::fs::write(log_dir.join("environment_build.log"), log);
+                }
+                Err(("environment_build_failed", crate::error_chain(&e)))
+            }
+        },
     }
 }
 
@@ -427,8 +473,18 @@ async fn grade_instance<S: Sandbox + 'static>(
     result.apply_method = prepared.apply_method;
     result.tampering = prepared.tampering.clone();
 
-    let image =
-        task.environment.as_ref().and_then(|e| e.image.clone()).unwrap_or_else(|| settings.image.clone());
+    let environment_started = Instant::now();
+    let image = match environment_image(&*sandbox, locator, settings, &task, &log_dir).await {
+        Ok(image) => image,
+        Err((reason, why)) => {
+            result.verdict = Verdict::EnvError;
+            result.reason = Some(reason.to_owned());
+            result.detail = Some(why);
+            result.timings.environment_s = environment_started.elapsed().as_secs_f64();
+            return finish(result, started);
+        }
+    };
+    result.timings.environment_s = environment_started.elapsed().as_secs_f64();
     let spec = EnvSpec {
         image,
         limits: settings.limits.clone(),

@@ -85,3 +85,18 @@ pub fn prepare(
     let tar = patch::tree::tree_tar(&repo, &tree).map_err(|e| task_err("packing the tree", e))?;
     Ok(Prepared { tar, apply_method, tampering, apply_log })
 }
+
+/// Plans the environment of `task` from its repository at the environment commit.
+pub fn plan_environment(
+    locator: &RepoLocator,
+    task: &SweTask,
+) -> Result<super::environment::Environment, String> {
+    let source = locator.locate(task).map_err(|e| crate::error_chain(&e))?;
+    let (repo, commit) = repos::open_commit(&source, &task.repo, task.environment_commit())
+        .map_err(|e| crate::error_chain(&e))?;
+    let tree = repo
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .map_err(|e| format!("reading the environment commit: {}", e.message()))?;
+    super::environment::plan(&repo, &tree, task)
+}

@@ -203,4 +203,11 @@ impl Sandbox for DockerSandbox {
     async fn destroy(&self, env: DockerEnv) -> Result<(), SandboxError> {
         self.remove_container(&env.id).await
     }
+
+    async fn ensure_layer(
+        &self,
+        layer: &crate::sandbox::LayerSpec,
+    ) -> Result<String, crate::sandbox::ImageError> {
+        crate::sandbox::layers::ensure_layer(self.docker(), layer).await
+    }
 }

@@ -137,7 +137,7 @@ impl DockerSandbox {
     }
 
     /// A short Docker call under [`DOCKER_CALL`]; its own error is kept for the caller to judge.
-    async fn raw_call<T>(
+    pub(crate) async fn raw_call<T>(
         &self,
         op: &'static str,
         call: impl Future<Output = Result<T, DockerError>>,
@@ -157,7 +157,7 @@ impl DockerSandbox {
     }
 
     /// A short Docker call under [`DOCKER_CALL`].
-    async fn call<T>(
+    pub(crate) async fn call<T>(
         &self,
         op: &'static str,
         call: impl Future<Output = Result<T, DockerError>>,
