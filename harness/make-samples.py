@@ -596,11 +596,18 @@ def test_line_with_half_cent_total():
 })
 
 
-def diff(repo, base, paths):
-    return git(repo, "diff", "--no-color", "--full-index", base, "--", *paths)
+def diff(repo, base, files):
+    """`files` written over `base` as a diff against it (new files included); the work tree
+    goes back to `base` afterwards."""
+    write(repo, files)
+    git(repo, "add", "-A")
+    out = git(repo, "diff", "--cached", "--no-color", "--full-index", base, "--", *files)
+    git(repo, "reset", "-q", "--hard", base)
+    git(repo, "clean", "-q", "-fd")
+    return out
 
 
-def build(sample, out_root):
+def build(sample, out_root, fixtures_root):
     work = tempfile.mkdtemp(prefix="repairbench-sample-")
     try:
         git(work, "init", "-q", "-b", "main")
@@ -608,12 +615,8 @@ def build(sample, out_root):
         git(work, "add", "-A")
         git(work, "commit", "-q", "-m", "Initial import")
         base = git(work, "rev-parse", "HEAD").strip()
-        write(work, sample["fix"])
-        patch = diff(work, base, list(sample["fix"]))
-        git(work, "checkout", "-q", "--", ".")
-        write(work, sample["tests"])
-        test_patch = diff(work, base, list(sample["tests"]))
-        git(work, "checkout", "-q", "--", ".")
+        patch = diff(work, base, sample["fix"])
+        test_patch = diff(work, base, sample["tests"])
         dest = os.path.join(out_root, sample["dir"])
         os.makedirs(dest, exist_ok=True)
         git(work, "bundle", "create", "-q", os.path.join(os.path.abspath(dest), "repo.bundle"), "HEAD", "main")
@@ -631,18 +634,31 @@ def build(sample, out_root):
             "FAIL_TO_PASS": json.dumps(sample["FAIL_TO_PASS"]),
             "PASS_TO_PASS": json.dumps(sample["PASS_TO_PASS"]),
         }
+        # Only the samples that need them carry these (see issues/README.md).
+        for key in ("environment", "ci_jobs"):
+            if key in sample:
+                task[key] = sample[key]
         with open(os.path.join(dest, "task.json"), "w") as f:
             json.dump(task, f, indent=2)
             f.write("\n")
         print(f"{sample['dir']}: {sample['instance_id']} at {base[:12]}")
+        # A wrong patch for the grader's tests, always against this base.
+        if "wrong_fix" in sample:
+            wrong = sample["wrong_fix"]
+            path = os.path.join(fixtures_root, wrong["name"])
+            os.makedirs(fixtures_root, exist_ok=True)
+            with open(path, "w", newline="\n") as f:
+                f.write(diff(work, base, wrong["files"]))
+            print(f"  wrong patch: {path}")
     finally:
         shutil.rmtree(work)
 
 
 def main():
     out_root = sys.argv[1] if len(sys.argv) > 1 else "issues"
+    fixtures_root = sys.argv[2] if len(sys.argv) > 2 else os.path.join("tests", "fixtures", "swe")
     for sample in SAMPLES:
-        build(sample, out_root)
+        build(sample, out_root, fixtures_root)
 
 
 if __name__ == "__main__":
