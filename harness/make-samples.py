@@ -596,6 +596,315 @@ def test_line_with_half_cent_total():
 })
 
 
+# ---------------------------------------------------------------------------------------------
+# src/ layout with a runtime dependency: the tests import the installed package, so the grader
+# has to install the project (and `packaging`) before they can even be collected.
+LEDGER_PYPROJECT = """
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "ledger"
+version = "0.4.0"
+description = "A project's release history: versions, dates and changes, read from CHANGELOG.md"
+readme = "README.md"
+requires-python = ">=3.8"
+dependencies = ["packaging>=23"]
+
+[project.optional-dependencies]
+test = ["pytest"]
+
+[tool.setuptools.packages.find]
+where = ["src"]
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+"""
+
+LEDGER_RELEASES = '''
+"""Releases of a project, looked up by version."""
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Tuple
+
+from packaging.version import InvalidVersion, Version
+
+
+@dataclass(frozen=True)
+class Release:
+    version: Version
+    date: date
+    changes: Tuple[str, ...] = ()
+
+
+def parse_version(text):
+    """`text` as a PEP 440 version; ValueError when it is not one."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise ValueError(f"not a version: {text!r}") from None
+
+
+class Ledger:
+    """Each release recorded once; iteration yields the newest first."""
+
+    def __init__(self):
+        self._releases = {}
+
+    def __len__(self):
+        return len(self._releases)
+
+    def __iter__(self):
+        return iter(sorted(self._releases.values(), key=lambda r: r.version, reverse=True))
+
+    def add(self, version, released, changes=()):
+        parsed = parse_version(version)
+{add_body}
+        return release
+
+    def get(self, version):
+        """The release of `version`; KeyError when there is none."""
+{get_body}
+
+    def latest(self, prereleases=False):
+        """The highest release (skipping pre-releases unless asked), or None."""
+        candidates = [r for r in self._releases.values() if prereleases or not r.version.is_prerelease]
+        return max(candidates, key=lambda r: r.version, default=None)
+
+    def since(self, version):
+        """Releases newer than `version`, oldest first."""
+        floor = parse_version(version)
+        return sorted((r for r in self._releases.values() if r.version > floor), key=lambda r: r.version)
+'''
+
+LEDGER_TEST_RELEASES = '''
+from datetime import date
+
+import pytest
+from packaging.version import Version
+
+from ledger import Ledger
+
+
+def make(*versions):
+    ledger = Ledger()
+    for n, version in enumerate(versions):
+        ledger.add(version, date(2024, 1, 1 + n))
+    return ledger
+
+
+def test_latest_skips_prereleases():
+    ledger = make("1.0.0", "1.1.0rc1", "0.9.0")
+    assert ledger.latest().version == Version("1.0.0")
+
+
+def test_latest_with_prereleases():
+    ledger = make("1.0.0", "1.1.0rc1")
+    assert ledger.latest(prereleases=True).version == Version("1.1.0rc1")
+
+
+def test_since_orders_by_version_not_text():
+    ledger = make("1.9.0", "1.10.0", "1.2.0")
+    assert [str(r.version) for r in ledger.since("1.2.0")] == ["1.9.0", "1.10.0"]
+
+
+def test_invalid_version_is_rejected():
+    with pytest.raises(ValueError, match="not a version"):
+        make("next")
+
+
+def test_same_release_twice_is_rejected():
+    ledger = make("2.0.0")
+    with pytest.raises(ValueError, match="already recorded"):
+        ledger.add("2.0.0", date(2024, 2, 1))
+
+
+def test_get_unknown_release():
+    with pytest.raises(KeyError):
+        make("1.0.0").get("3.0.0")
+'''
+
+LEDGER_TEST_RELEASES_NEW = '''
+
+def test_get_accepts_equivalent_spellings():
+    ledger = make("v2.0.0", "2.1")
+    assert ledger.get("2.0").date == date(2024, 1, 1)
+    assert ledger.get("v2.1.0").date == date(2024, 1, 2)
+
+
+def test_equivalent_spellings_are_one_release():
+    ledger = make("1.2.0")
+    with pytest.raises(ValueError, match="already recorded"):
+        ledger.add("v1.2", date(2024, 3, 1))
+    assert len(ledger) == 1
+'''
+
+SAMPLES.append({
+    "dir": "ledger-src-layout",
+    "repo": "acme/ledger",
+    "instance_id": "acme__ledger-58",
+    "created_at": "2024-05-13T10:21:00Z",
+    "version": "0.4",
+    "problem_statement": """Ledger.get() can't find a release written as "v2.0.0" or "2.0"
+
+Our CHANGELOG.md headings use a `v` prefix (`## v2.0.0 - 2024-04-30`) while the release
+script asks for the version as people type it, so lookups fail even though the release is
+there:
+
+```python
+>>> from ledger import parse
+>>> ledger = parse(open("CHANGELOG.md").read())
+>>> ledger.get("2.0.0")
+Traceback (most recent call last):
+  ...
+KeyError: 'no release 2.0.0'
+```
+
+`ledger.get("v2.0.0")` works. The same thing lets a changelog record one release twice
+(`## 1.2 - ...` and `## 1.2.0 - ...` are both accepted), and then `len(ledger)` and the
+rendered changelog are wrong.
+
+Versions are already parsed with `packaging` (sorting and `latest()` are right), so
+`1.2`, `1.2.0` and `v1.2.0` should all be the same release.
+
+ledger 0.4.0, packaging 24.0, Python 3.11.
+""",
+    "hints_text": "The dict of releases is keyed by the version string as given rather than by the parsed Version.",
+    "base": {
+        "pyproject.toml": LEDGER_PYPROJECT,
+        "README.md": """
+# ledger
+
+A project's release history (versions, dates, changes) read from and written back to
+`CHANGELOG.md`. Versions follow PEP 440 and are compared with `packaging`.
+
+```python
+from ledger import parse
+ledger = parse(open("CHANGELOG.md").read())
+print(ledger.latest().version)
+```
+
+Development: `pip install -e '.[test]' && pytest`.
+""",
+        "src/ledger/__init__.py": '''
+"""A project's release history."""
+
+from .changelog import parse, render
+from .releases import Ledger, Release, parse_version
+
+__all__ = ["Ledger", "Release", "parse", "parse_version", "render"]
+''',
+        "src/ledger/releases.py": LEDGER_RELEASES.replace("{add_body}", """\
+        if version in self._releases:
+            raise ValueError(f"release {version} is already recorded")
+        release = Release(parsed, released, tuple(changes))
+        self._releases[version] = release""").replace("{get_body}", """\
+        try:
+            return self._releases[version]
+        except KeyError:
+            raise KeyError(f"no release {version}") from None"""),
+        "src/ledger/changelog.py": '''
+"""Reading and writing the release sections of CHANGELOG.md."""
+
+import re
+from datetime import date
+
+from .releases import Ledger
+
+HEADING = re.compile(r"^## \\[?(?P<version>[^\\]\\s]+)\\]? - (?P<date>\\d{4}-\\d{2}-\\d{2})\\s*$")
+
+
+def parse(text):
+    """The releases of a changelog: `## VERSION - YYYY-MM-DD` headings and `- change` items."""
+    ledger = Ledger()
+    current = None
+    for line in text.splitlines():
+        match = HEADING.match(line)
+        if match:
+            if current:
+                ledger.add(*current)
+            current = (match["version"], date.fromisoformat(match["date"]), [])
+        elif current and line.startswith("- "):
+            current[2].append(line[2:].strip())
+    if current:
+        ledger.add(*current)
+    return ledger
+
+
+def render(ledger):
+    lines = ["# Changelog", ""]
+    for release in ledger:
+        lines += [f"## {release.version} - {release.date.isoformat()}", ""]
+        lines += [f"- {change}" for change in release.changes]
+        lines.append("")
+    return "\\n".join(lines)
+''',
+        "tests/test_releases.py": LEDGER_TEST_RELEASES,
+        "tests/test_changelog.py": '''
+from datetime import date
+
+from ledger import parse, render
+
+CHANGELOG = """# Changelog
+
+## [1.1.0] - 2024-02-10
+
+- Add `since()`
+- Faster parsing
+
+## 1.0.0 - 2024-01-05
+
+- First release
+"""
+
+
+def test_parse_headings_and_changes():
+    ledger = parse(CHANGELOG)
+    assert len(ledger) == 2
+    newest = ledger.latest()
+    assert (str(newest.version), newest.date) == ("1.1.0", date(2024, 2, 10))
+    assert newest.changes == ("Add `since()`", "Faster parsing")
+
+
+def test_render_round_trip():
+    text = render(parse(CHANGELOG))
+    assert text.startswith("# Changelog\\n\\n## 1.1.0 - 2024-02-10\\n")
+    assert render(parse(text)) == text
+''',
+    },
+    "fix": {
+        "src/ledger/releases.py": LEDGER_RELEASES.replace("{add_body}", """\
+        # Keyed by the parsed version: "1.2", "1.2.0" and "v1.2.0" are the same release.
+        if parsed in self._releases:
+            raise ValueError(f"release {version} is already recorded")
+        release = Release(parsed, released, tuple(changes))
+        self._releases[parsed] = release""").replace("{get_body}", """\
+        try:
+            return self._releases[parse_version(version)]
+        except KeyError:
+            raise KeyError(f"no release {version}") from None"""),
+    },
+    "tests": {
+        "tests/test_releases.py": LEDGER_TEST_RELEASES + LEDGER_TEST_RELEASES_NEW,
+    },
+    "FAIL_TO_PASS": [
+        "tests/test_releases.py::test_get_accepts_equivalent_spellings",
+        "tests/test_releases.py::test_equivalent_spellings_are_one_release",
+    ],
+    "PASS_TO_PASS": [
+        "tests/test_releases.py::test_latest_skips_prereleases",
+        "tests/test_releases.py::test_latest_with_prereleases",
+        "tests/test_releases.py::test_since_orders_by_version_not_text",
+        "tests/test_releases.py::test_invalid_version_is_rejected",
+        "tests/test_releases.py::test_same_release_twice_is_rejected",
+        "tests/test_releases.py::test_get_unknown_release",
+        "tests/test_changelog.py::test_parse_headings_and_changes",
+        "tests/test_changelog.py::test_render_round_trip",
+    ],
+})
+
 def diff(repo, base, files):
     """`files` written over `base` as a diff against it (new files included); the work tree
     goes back to `base` afterwards."""
