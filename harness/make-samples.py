@@ -12,6 +12,7 @@ Needs only python3 and git.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1323,6 +1324,256 @@ assert_eq!(set.to_string(), "1-5,7");
         "tests/ranges.rs::rejects_reversed_and_garbage",
         "tests/ranges.rs::len_counts_values",
         "tests/ranges.rs::union_merges_both_sets",
+    ],
+})
+
+# ---------------------------------------------------------------------------------------------
+# A Go module (go 1.19, standard library only) with a table-driven test using subtests. Test
+# ids are `<package import path>::<TestName>` and `...::<TestName>/<subtest>` (spaces in subtest
+# names become underscores, as Go prints them). The sources are written here with four-space
+# indentation; go_source() turns it into gofmt's tabs.
+def go_source(text):
+    return re.sub(r"^(?:    )+", lambda m: "\t" * (len(m.group(0)) // 4), text, flags=re.M)
+
+
+DURFMT_GO = go_source('''
+// Package durfmt formats durations the way people write them in logs and dashboards:
+// "1d2h3s", "45m", "-1m30s", and parses them back.
+package durfmt
+
+import (
+    "errors"
+    "strconv"
+    "strings"
+    "time"
+)
+
+// Day is 24 hours; durfmt ignores daylight saving and leap seconds.
+const Day = 24 * time.Hour
+
+var units = []struct {
+    size   time.Duration
+    suffix string
+}{
+    {Day, "d"},
+    {time.Hour, "h"},
+    {time.Minute, "m"},
+    {time.Second, "s"},
+}
+
+// Format returns d rounded to the nearest second, in days, hours, minutes and seconds,
+// largest first, leaving out zero units: 26h0m3s is "1d2h3s". Anything under half a second
+// is "0s".
+func Format(d time.Duration) string {
+    if d < 0 {
+        return "-" + Format(-d)
+    }
+{format_loop}
+            b.WriteString(strconv.FormatInt(int64(n), 10))
+            b.WriteString(u.suffix)
+        }
+    }
+    if b.Len() == 0 {
+        return "0s"
+    }
+    return b.String()
+}
+
+// Parse reads what Format writes, and anything time.ParseDuration accepts, with "d" for days
+// allowed as the first unit: "2d", "1d12h", "90m", "1.5h".
+func Parse(s string) (time.Duration, error) {
+    rest, neg := s, strings.HasPrefix(s, "-")
+    if neg {
+        rest = s[1:]
+    }
+    var days time.Duration
+    if i := strings.IndexByte(rest, 'd'); i >= 0 {
+        n, err := strconv.ParseUint(rest[:i], 10, 16)
+        if err != nil {
+            return 0, errors.New("durfmt: invalid day count in " + strconv.Quote(s))
+        }
+        days = time.Duration(n) * Day
+        rest = rest[i+1:]
+    }
+    var d time.Duration
+    if rest != "" {
+        var err error
+        if d, err = time.ParseDuration(rest); err != nil {
+            return 0, errors.New("durfmt: invalid duration " + strconv.Quote(s))
+        }
+        if d < 0 {
+            return 0, errors.New("durfmt: sign inside " + strconv.Quote(s))
+        }
+    } else if days == 0 {
+        return 0, errors.New("durfmt: invalid duration " + strconv.Quote(s))
+    }
+    if neg {
+        return -(days + d), nil
+    }
+    return days + d, nil
+}
+''')
+
+DURFMT_LOOP_BUGGY = go_source('''    var b strings.Builder
+    for i, u := range units {
+        n := d / u.size
+        d -= n * u.size
+        if i == len(units)-1 && d >= u.size/2 {
+            n++ // round the remaining fraction of a second
+        }
+        if n > 0 {''')
+
+DURFMT_LOOP_FIXED = go_source('''    // Round before splitting, so that a carry reaches the larger units: rounding only what is
+    // left for the seconds turned 59.6s into "60s" instead of "1m".
+    d = d.Round(time.Second)
+    var b strings.Builder
+    for _, u := range units {
+        n := d / u.size
+        d -= n * u.size
+        if n > 0 {''')
+
+DURFMT_TEST = go_source('''
+package durfmt
+
+import (
+    "testing"
+    "time"
+)
+
+func TestFormat(t *testing.T) {
+    tests := []struct {
+        name string
+        in   time.Duration
+        want string
+    }{
+        {"zero", 0, "0s"},
+        {"seconds only", 45 * time.Second, "45s"},
+        {"skips zero units", 26*time.Hour + 3*time.Second, "1d2h3s"},
+        {"negative", -90 * time.Second, "-1m30s"},
+        {"rounds half a second up", 1500 * time.Millisecond, "2s"},
+        {"drops less than half a second", 1400 * time.Millisecond, "1s"},
+        {"under half a second is zero", 400 * time.Millisecond, "0s"},
+{new_rows}	}
+    for _, tt := range tests {
+        t.Run(tt.name, func(t *testing.T) {
+            if got := Format(tt.in); got != tt.want {
+                t.Errorf("Format(%v) = %q, want %q", tt.in, got, tt.want)
+            }
+        })
+    }
+}
+
+func TestParse(t *testing.T) {
+    tests := []struct {
+        in   string
+        want time.Duration
+    }{
+        {"2d", 2 * Day},
+        {"1d12h", 36 * time.Hour},
+        {"90m", 90 * time.Minute},
+        {"-1m30s", -90 * time.Second},
+        {"1.5h", 90 * time.Minute},
+    }
+    for _, tt := range tests {
+        t.Run(tt.in, func(t *testing.T) {
+            got, err := Parse(tt.in)
+            if err != nil || got != tt.want {
+                t.Errorf("Parse(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+            }
+        })
+    }
+}
+
+func TestParseRejects(t *testing.T) {
+    for _, in := range []string{"", "d", "xd", "1d-2h", "soon"} {
+        if d, err := Parse(in); err == nil {
+            t.Errorf("Parse(%q) = %v, want an error", in, d)
+        }
+    }
+}
+
+func TestRoundTrip(t *testing.T) {
+    for _, d := range []time.Duration{0, time.Second, 59 * time.Minute, 3*Day + 4*time.Minute, -Day} {
+        got, err := Parse(Format(d))
+        if err != nil || got != d {
+            t.Errorf("Parse(Format(%v)) = %v, %v", d, got, err)
+        }
+    }
+}
+''')
+
+DURFMT_TEST_NEW_ROWS = go_source('''        {"rounds up into the next minute", 59*time.Second + 600*time.Millisecond, "1m"},
+        {"carries into hours and days", 23*time.Hour + 59*time.Minute + 59500*time.Millisecond, "1d"},
+''')
+
+DURFMT_IMPORT = "github.com/acme/durfmt"
+
+SAMPLES.append({
+    "dir": "durfmt-go",
+    "repo": "acme/durfmt",
+    "instance_id": "acme__durfmt-31",
+    "created_at": "2024-06-20T07:48:00Z",
+    "version": "1.3",
+    "problem_statement": """Format prints "60s" instead of carrying into the minute
+
+Durations just under a full minute are printed with 60 seconds:
+
+```go
+fmt.Println(durfmt.Format(59600 * time.Millisecond))                          // 60s
+fmt.Println(durfmt.Format(23*time.Hour + 59*time.Minute + 59500*time.Millisecond)) // 23h59m60s
+```
+
+Expected `1m` and `1d`. We show job run times on a dashboard and "2h59m60s" keeps getting
+reported as a bug by users. Values that round down (`59.4s` → `59s`) are fine, and so is
+rounding that does not carry (`1.5s` → `2s`).
+
+durfmt v1.3.0, go 1.19.
+""",
+    "hints_text": "Format rounds only the seconds that are left after taking out the larger units.",
+    "base": {
+        "go.mod": f"module {DURFMT_IMPORT}\n\ngo 1.19\n",
+        "README.md": """
+# durfmt
+
+Formats `time.Duration` values the way people write them (`1d2h3s`, `45m`, `-1m30s`) and
+parses them back; days are allowed as the first unit.
+
+```go
+durfmt.Format(26*time.Hour + 3*time.Second) // "1d2h3s"
+d, err := durfmt.Parse("1d12h")            // 36h0m0s
+```
+""",
+        "durfmt.go": DURFMT_GO.replace("{format_loop}", DURFMT_LOOP_BUGGY),
+        "durfmt_test.go": DURFMT_TEST.replace("{new_rows}", ""),
+    },
+    "fix": {
+        "durfmt.go": DURFMT_GO.replace("{format_loop}", DURFMT_LOOP_FIXED),
+    },
+    "tests": {
+        "durfmt_test.go": DURFMT_TEST.replace("{new_rows}", DURFMT_TEST_NEW_ROWS),
+    },
+    # The parent TestFormat fails with its failing subtests, so it is listed with them.
+    "FAIL_TO_PASS": [
+        f"{DURFMT_IMPORT}::TestFormat",
+        f"{DURFMT_IMPORT}::TestFormat/rounds_up_into_the_next_minute",
+        f"{DURFMT_IMPORT}::TestFormat/carries_into_hours_and_days",
+    ],
+    "PASS_TO_PASS": [
+        f"{DURFMT_IMPORT}::TestFormat/zero",
+        f"{DURFMT_IMPORT}::TestFormat/seconds_only",
+        f"{DURFMT_IMPORT}::TestFormat/skips_zero_units",
+        f"{DURFMT_IMPORT}::TestFormat/negative",
+        f"{DURFMT_IMPORT}::TestFormat/rounds_half_a_second_up",
+        f"{DURFMT_IMPORT}::TestFormat/drops_less_than_half_a_second",
+        f"{DURFMT_IMPORT}::TestFormat/under_half_a_second_is_zero",
+        f"{DURFMT_IMPORT}::TestParse",
+        f"{DURFMT_IMPORT}::TestParse/2d",
+        f"{DURFMT_IMPORT}::TestParse/1d12h",
+        f"{DURFMT_IMPORT}::TestParse/90m",
+        f"{DURFMT_IMPORT}::TestParse/-1m30s",
+        f"{DURFMT_IMPORT}::TestParse/1.5h",
+        f"{DURFMT_IMPORT}::TestParseRejects",
+        f"{DURFMT_IMPORT}::TestRoundTrip",
     ],
 })
 
