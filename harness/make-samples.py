@@ -1577,6 +1577,320 @@ d, err := durfmt.Parse("1d12h")            // 36h0m0s
     ],
 })
 
+# ---------------------------------------------------------------------------------------------
+# A Node project with no dependencies, tested with `node --test` (node:test and node:assert
+# only; runs on Node 18 and 20). Test ids: `test/parse.test.js::<describe> > <test>` for tests
+# in a describe block, `test/parse.test.js::<test>` for top-level ones; the describe suite itself
+# is not listed.
+CSVLINE_PACKAGE = r'''
+{
+  "name": "csvline",
+  "version": "1.1.0",
+  "description": "Parse and format single CSV lines (RFC 4180 quoting)",
+  "type": "commonjs",
+  "main": "src/index.js",
+  "files": ["src"],
+  "scripts": {
+    "test": "node --test"
+  },
+  "engines": {
+    "node": ">=18"
+  },
+  "license": "MIT"
+}
+'''
+
+CSVLINE_PARSE = r'''
+'use strict';
+
+/**
+ * Splits one CSV line into its fields. Fields may be quoted with double quotes, so that they
+ * can hold the delimiter; inside quotes a doubled quote ("") stands for one quote character.
+ *
+ * @param {string} line one line, without its line break
+ * @param {{delimiter?: string}} [options]
+ * @returns {string[]}
+ */
+function parseLine(line, { delimiter = ',' } = {}) {
+  if (delimiter.length !== 1 || delimiter === '"') {
+    throw new TypeError(`delimiter must be one character other than '"', got ${JSON.stringify(delimiter)}`);
+  }
+  const fields = [];
+  let field = '';
+  let quoted = false;
+  for (let i = 0; i < line.length; i++) {
+    const ch = line[i];
+    if (quoted) {
+      if (ch === '"') {
+        quoted = false;
+      } else {
+        field += ch;
+      }
+    } else if (ch === '"') {
+      quoted = true;
+    } else if (ch === delimiter) {
+      fields.push(field);
+      field = '';
+    } else {
+      field += ch;
+    }
+  }
+  if (quoted) {
+    throw new SyntaxError(`unterminated quoted field in: ${line}`);
+  }
+  fields.push(field);
+  return fields;
+}
+
+module.exports = { parseLine };
+'''
+
+CSVLINE_PARSE_FIXED = r'''
+'use strict';
+
+/**
+ * Splits one CSV line into its fields. Fields may be quoted with double quotes, so that they
+ * can hold the delimiter; inside quotes a doubled quote ("") stands for one quote character.
+ *
+ * @param {string} line one line, without its line break
+ * @param {{delimiter?: string}} [options]
+ * @returns {string[]}
+ */
+function parseLine(line, { delimiter = ',' } = {}) {
+  if (delimiter.length !== 1 || delimiter === '"') {
+    throw new TypeError(`delimiter must be one character other than '"', got ${JSON.stringify(delimiter)}`);
+  }
+  const fields = [];
+  let field = '';
+  let quoted = false;
+  for (let i = 0; i < line.length; i++) {
+    const ch = line[i];
+    if (quoted) {
+      if (ch === '"' && line[i + 1] === '"') {
+        // A doubled quote inside quotes is one literal quote.
+        field += '"';
+        i++;
+      } else if (ch === '"') {
+        quoted = false;
+      } else {
+        field += ch;
+      }
+    } else if (ch === '"') {
+      quoted = true;
+    } else if (ch === delimiter) {
+      fields.push(field);
+      field = '';
+    } else {
+      field += ch;
+    }
+  }
+  if (quoted) {
+    throw new SyntaxError(`unterminated quoted field in: ${line}`);
+  }
+  fields.push(field);
+  return fields;
+}
+
+module.exports = { parseLine };
+'''
+
+CSVLINE_PARSE_TEST = r'''
+'use strict';
+
+const { describe, it, test } = require('node:test');
+const assert = require('node:assert');
+
+const { parseLine } = require('../src');
+
+describe('parseLine', () => {
+  it('splits on commas', () => {
+    assert.deepStrictEqual(parseLine('a,b,c'), ['a', 'b', 'c']);
+  });
+
+  it('keeps empty fields', () => {
+    assert.deepStrictEqual(parseLine(',x,'), ['', 'x', '']);
+  });
+
+  it('keeps delimiters inside quotes', () => {
+    assert.deepStrictEqual(parseLine('1,"Smith, John",3'), ['1', 'Smith, John', '3']);
+  });
+
+  it('rejects an unterminated quote', () => {
+    assert.throws(() => parseLine('a,"b'), SyntaxError);
+  });
+
+  it('takes another delimiter', () => {
+    assert.deepStrictEqual(parseLine('a;"b;c"', { delimiter: ';' }), ['a', 'b;c']);
+  });
+});
+
+test('an empty line is one empty field', () => {
+  assert.deepStrictEqual(parseLine(''), ['']);
+});
+'''
+
+CSVLINE_PARSE_TEST_NEW = r'''
+'use strict';
+
+const { describe, it, test } = require('node:test');
+const assert = require('node:assert');
+
+const { formatLine, parseLine } = require('../src');
+
+describe('parseLine', () => {
+  it('splits on commas', () => {
+    assert.deepStrictEqual(parseLine('a,b,c'), ['a', 'b', 'c']);
+  });
+
+  it('keeps empty fields', () => {
+    assert.deepStrictEqual(parseLine(',x,'), ['', 'x', '']);
+  });
+
+  it('keeps delimiters inside quotes', () => {
+    assert.deepStrictEqual(parseLine('1,"Smith, John",3'), ['1', 'Smith, John', '3']);
+  });
+
+  it('rejects an unterminated quote', () => {
+    assert.throws(() => parseLine('a,"b'), SyntaxError);
+  });
+
+  it('takes another delimiter', () => {
+    assert.deepStrictEqual(parseLine('a;"b;c"', { delimiter: ';' }), ['a', 'b;c']);
+  });
+
+  it('unescapes doubled quotes', () => {
+    assert.deepStrictEqual(parseLine('"say ""hi""",x'), ['say "hi"', 'x']);
+    assert.deepStrictEqual(parseLine('""""'), ['"']);
+  });
+});
+
+test('an empty line is one empty field', () => {
+  assert.deepStrictEqual(parseLine(''), ['']);
+});
+
+test('round-trips fields with quotes and commas', () => {
+  const fields = ['12" vinyl', 'Smith, "Jo"', ''];
+  assert.deepStrictEqual(parseLine(formatLine(fields)), fields);
+});
+'''
+
+SAMPLES.append({
+    "dir": "csvline-node",
+    "repo": "acme/csvline",
+    "instance_id": "acme__csvline-12",
+    "created_at": "2024-07-08T16:30:00Z",
+    "version": "1.1",
+    "problem_statement": '''parseLine drops escaped quotes ("") inside quoted fields
+
+A field that contains a double quote is written with the quote doubled, as RFC 4180 says
+(and as our own `formatLine` does), but `parseLine` loses those quotes:
+
+```js
+const { formatLine, parseLine } = require('csvline');
+
+parseLine('"say ""hi""",x');
+// [ 'say hi', 'x' ]   expected [ 'say "hi"', 'x' ]
+
+parseLine(formatLine(['12" vinyl']));
+// [ '12 vinyl' ]      expected [ '12" vinyl' ]
+```
+
+So anything we export with `formatLine` and read back with `parseLine` loses its quote
+characters (product names with inch marks, quoted nicknames...). Commas inside quotes work.
+
+csvline 1.1.0 on Node 18.19 and 20.11.
+''',
+    "hints_text": "",
+    "base": {
+        "package.json": CSVLINE_PACKAGE,
+        ".gitignore": "node_modules/\n",
+        "README.md": """
+# csvline
+
+Parse and format single CSV lines, with RFC 4180 quoting. No dependencies.
+
+```js
+const { parseLine, formatLine } = require('csvline');
+parseLine('1,"Smith, John",3'); // ['1', 'Smith, John', '3']
+formatLine(['x,y', 2]);          // '"x,y",2'
+```
+
+`npm test` runs the tests with `node --test` (Node 18 or later).
+""",
+        "src/index.js": r'''
+'use strict';
+
+const { parseLine } = require('./parse');
+const { formatLine } = require('./format');
+
+module.exports = { parseLine, formatLine };
+''',
+        "src/parse.js": CSVLINE_PARSE,
+        "src/format.js": r'''
+'use strict';
+
+/**
+ * Joins fields into one CSV line, quoting those that hold the delimiter, a quote or a line
+ * break (quotes inside are doubled).
+ *
+ * @param {Array<string|number|null|undefined>} fields
+ * @param {{delimiter?: string}} [options]
+ * @returns {string}
+ */
+function formatLine(fields, { delimiter = ',' } = {}) {
+  return fields
+    .map((value) => {
+      const text = value === null || value === undefined ? '' : String(value);
+      if (text.includes(delimiter) || /["\r\n]/.test(text)) {
+        return `"${text.replace(/"/g, '""')}"`;
+      }
+      return text;
+    })
+    .join(delimiter);
+}
+
+module.exports = { formatLine };
+''',
+        "test/parse.test.js": CSVLINE_PARSE_TEST,
+        "test/format.test.js": r'''
+'use strict';
+
+const { test } = require('node:test');
+const assert = require('node:assert');
+
+const { formatLine } = require('../src');
+
+test('plain fields are joined', () => {
+  assert.strictEqual(formatLine(['a', 1, null]), 'a,1,');
+});
+
+test('fields with delimiters or quotes are quoted', () => {
+  assert.strictEqual(formatLine(['x,y', 'say "hi"']), '"x,y","say ""hi"""');
+});
+''',
+    },
+    "fix": {
+        "src/parse.js": CSVLINE_PARSE_FIXED,
+    },
+    "tests": {
+        "test/parse.test.js": CSVLINE_PARSE_TEST_NEW,
+    },
+    "FAIL_TO_PASS": [
+        "test/parse.test.js::parseLine > unescapes doubled quotes",
+        "test/parse.test.js::round-trips fields with quotes and commas",
+    ],
+    "PASS_TO_PASS": [
+        "test/parse.test.js::parseLine > splits on commas",
+        "test/parse.test.js::parseLine > keeps empty fields",
+        "test/parse.test.js::parseLine > keeps delimiters inside quotes",
+        "test/parse.test.js::parseLine > rejects an unterminated quote",
+        "test/parse.test.js::parseLine > takes another delimiter",
+        "test/parse.test.js::an empty line is one empty field",
+        "test/format.test.js::plain fields are joined",
+        "test/format.test.js::fields with delimiters or quotes are quoted",
+    ],
+})
+
 def diff(repo, base, files):
     """`files` written over `base` as a diff against it (new files included); the work tree
     goes back to `base` afterwards."""
