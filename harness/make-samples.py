@@ -1891,6 +1891,238 @@ test('fields with delimiters or quotes are quoted', () => {
     ],
 })
 
+# ---------------------------------------------------------------------------------------------
+# A Python project graded by its CI jobs as well as its tests: .gitlab-ci.yml has a lint job
+# (pyflakes, which the task's environment installs; jobs install nothing, the sandbox has no
+# network) and a test job. Job ids are `ci:<job>`. `wrong_fix` fixes the bug but leaves an
+# unused import, so its tests pass and ci:lint fails; it is written to
+# tests/fixtures/swe/slugger-lint-breaking.patch for the grader's tests.
+SLUGGER_CORE = '''
+"""Slugs for titles."""
+
+import re
+{extra_import}import unicodedata
+
+_RUNS = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(title, separator="-", max_length=None):
+    """Lower-case ASCII slug of `title`; with `max_length`, at most that many characters."""
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode("ascii")
+    slug = _RUNS.sub(separator, ascii_title.lower()).strip(separator)
+    if max_length is not None and len(slug) > max_length:
+{truncate}
+    return slug
+'''
+
+SLUGGER_TRUNCATE_BUGGY = "        slug = slug[:max_length]"
+SLUGGER_TRUNCATE_FIXED = """\
+        # The cut can fall just after a separator: never end the slug with one.
+        slug = slug[:max_length].rstrip(separator)"""
+
+
+def slugger_core(truncate, extra_import=""):
+    return SLUGGER_CORE.replace("{extra_import}", extra_import).replace("{truncate}", truncate)
+
+
+SLUGGER_TEST_CORE = '''
+from slugger import slugify
+
+
+def test_lowercases_and_joins_words():
+    assert slugify("Hello World") == "hello-world"
+
+
+def test_strips_accents_and_punctuation():
+    assert slugify("  Crème brûlée, again!") == "creme-brulee-again"
+
+
+def test_custom_separator():
+    assert slugify("a b c", separator="_") == "a_b_c"
+
+
+def test_max_length_cuts_long_slugs():
+    assert slugify("Hello World", max_length=8) == "hello-wo"
+    assert slugify("Hi", max_length=8) == "hi"
+'''
+
+SLUGGER_TEST_CORE_NEW = '''
+
+def test_max_length_never_ends_in_separator():
+    assert slugify("Hello World", max_length=6) == "hello"
+    assert slugify("a b c d", max_length=4) == "a-b"
+'''
+
+SLUGGER_TEST_REGISTRY = '''
+from slugger import SlugRegistry
+
+
+def test_first_claim_is_the_plain_slug():
+    assert SlugRegistry().claim("Release Notes") == "release-notes"
+
+
+def test_repeated_titles_are_numbered():
+    registry = SlugRegistry()
+    assert [registry.claim("Intro") for _ in range(3)] == ["intro", "intro-2", "intro-3"]
+
+
+def test_taken_slugs_are_skipped():
+    registry = SlugRegistry(taken=["faq", "faq-2"])
+    assert registry.claim("FAQ") == "faq-3"
+    assert "faq-3" in registry
+'''
+
+SLUGGER_TEST_REGISTRY_NEW = '''
+
+def test_truncated_titles_are_numbered_cleanly():
+    registry = SlugRegistry(max_length=6)
+    assert registry.claim("Hello World") == "hello"
+    assert registry.claim("Hello Wonderful") == "hello-2"
+'''
+
+SAMPLES.append({
+    "dir": "slugger-ci-lint",
+    "repo": "acme/slugger",
+    "instance_id": "acme__slugger-77",
+    "created_at": "2024-08-19T11:15:00Z",
+    "version": "1.0",
+    "problem_statement": """Slugs cut by max_length can end with a dash
+
+With `max_length`, `slugify` cuts the slug at that many characters even when the cut falls
+right after a separator, so the slug ends with a dash:
+
+```python
+>>> from slugger import slugify
+>>> slugify("Hello World", max_length=6)
+'hello-'
+>>> slugify("a b c d", max_length=4)
+'a-b-'
+```
+
+Expected `'hello'` and `'a-b'`. `SlugRegistry(max_length=...)` inherits the problem and then
+numbers the duplicates with a double dash: claiming "Hello World" and then "Hello Wonderful"
+gives `hello-` and `hello--2` instead of `hello` and `hello-2`. Those ugly URLs are already
+live on our wiki.
+
+slugger 1.0.2, Python 3.11.
+""",
+    "hints_text": "Strip trailing separators after truncating.",
+    "base": {
+        "pyproject.toml": """
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "slugger"
+version = "1.0.2"
+description = "URL slugs for titles, unique within a namespace"
+requires-python = ">=3.8"
+
+[project.optional-dependencies]
+test = ["pytest"]
+
+[tool.setuptools.packages.find]
+where = ["src"]
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+pythonpath = ["src"]
+""",
+        ".gitlab-ci.yml": """
+# Our runners' image has python3, pytest and pyflakes: the jobs install nothing.
+stages: [lint, test]
+
+lint:
+  stage: lint
+  script:
+    - python3 -m pyflakes src tests
+
+test:
+  stage: test
+  script:
+    - python3 -m pytest -q
+""",
+        "README.md": """
+# slugger
+
+URL slugs for titles (`"Crème brûlée, again!"` → `creme-brulee-again`), optionally cut to a
+maximum length, and unique within a namespace (`intro`, `intro-2`, ...).
+
+CI runs `python3 -m pyflakes src tests` and `python3 -m pytest -q`.
+""",
+        "src/slugger/__init__.py": '''
+"""URL slugs for titles."""
+
+from .core import slugify
+from .registry import SlugRegistry
+
+__all__ = ["SlugRegistry", "slugify"]
+''',
+        "src/slugger/core.py": slugger_core(SLUGGER_TRUNCATE_BUGGY),
+        "src/slugger/registry.py": '''
+"""Unique slugs within one namespace (a blog, a wiki space)."""
+
+from .core import slugify
+
+
+class SlugRegistry:
+    """Hands out each slug once; repeats get -2, -3, ... after the (possibly cut) slug."""
+
+    def __init__(self, taken=(), separator="-", max_length=None):
+        self._taken = set(taken)
+        self.separator = separator
+        self.max_length = max_length
+
+    def __contains__(self, slug):
+        return slug in self._taken
+
+    def claim(self, title):
+        base = slugify(title, self.separator, self.max_length)
+        slug, n = base, 2
+        while slug in self._taken:
+            slug = f"{base}{self.separator}{n}"
+            n += 1
+        self._taken.add(slug)
+        return slug
+''',
+        "tests/test_core.py": SLUGGER_TEST_CORE,
+        "tests/test_registry.py": SLUGGER_TEST_REGISTRY,
+    },
+    "fix": {
+        "src/slugger/core.py": slugger_core(SLUGGER_TRUNCATE_FIXED),
+    },
+    # Fixes the bug, but keeps an import left over from trying textwrap.shorten: pyflakes
+    # reports it, so ci:lint fails while every test passes.
+    "wrong_fix": {
+        "name": "slugger-lint-breaking.patch",
+        "files": {
+            "src/slugger/core.py": slugger_core(SLUGGER_TRUNCATE_FIXED, extra_import="import textwrap\n"),
+        },
+    },
+    "tests": {
+        "tests/test_core.py": SLUGGER_TEST_CORE + SLUGGER_TEST_CORE_NEW,
+        "tests/test_registry.py": SLUGGER_TEST_REGISTRY + SLUGGER_TEST_REGISTRY_NEW,
+    },
+    "FAIL_TO_PASS": [
+        "tests/test_core.py::test_max_length_never_ends_in_separator",
+        "tests/test_registry.py::test_truncated_titles_are_numbered_cleanly",
+        "ci:test",
+    ],
+    "PASS_TO_PASS": [
+        "tests/test_core.py::test_lowercases_and_joins_words",
+        "tests/test_core.py::test_strips_accents_and_punctuation",
+        "tests/test_core.py::test_custom_separator",
+        "tests/test_core.py::test_max_length_cuts_long_slugs",
+        "tests/test_registry.py::test_first_claim_is_the_plain_slug",
+        "tests/test_registry.py::test_repeated_titles_are_numbered",
+        "tests/test_registry.py::test_taken_slugs_are_skipped",
+        "ci:lint",
+    ],
+    "ci_jobs": ["lint", "test"],
+    "environment": {"pip": ["pyflakes==3.2.0"]},
+})
+
 def diff(repo, base, files):
     """`files` written over `base` as a diff against it (new files included); the work tree
     goes back to `base` afterwards."""
