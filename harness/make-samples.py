@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Regenerates the bundled sample repair tasks in issues/ (run from the repository root).
 
-Each sample is a small Python project with a real-looking bug. The script builds its git
-history with fixed authors and dates (so commit ids are the same on every machine), writes
-the base commit as issues/NAME/repo.bundle, and the SWE-bench instance as issues/NAME/task.json:
-`patch` is the fix to the sources, `test_patch` the tests that show the bug. FAIL_TO_PASS and
-PASS_TO_PASS are listed here by hand; `cargo test --test swe_samples` checks them for real
-(gold must resolve every sample in the sandbox, the empty patch none).
+Each sample is a small project (Python, Rust, Go or Node) with a real-looking bug. The script
+builds its git history with fixed authors and dates (so commit ids are the same on every
+machine), writes the base commit as issues/NAME/repo.bundle, and the SWE-bench instance as
+issues/NAME/task.json: `patch` is the fix to the sources, `test_patch` the tests that show the
+bug; `environment` and `ci_jobs` only for the samples that define them. A sample's `wrong_fix`
+is written as a patch under tests/fixtures/swe/. FAIL_TO_PASS and PASS_TO_PASS are listed here
+by hand; `cargo test --test swe_grade` checks them for real (gold must resolve every sample in
+the sandbox, the empty patch none).
 
+Usage: make-samples.py [ISSUES_DIR [FIXTURES_DIR]] (defaults: issues, tests/fixtures/swe).
 Needs only python3 and git.
 """
 import json
