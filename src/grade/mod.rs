@@ -11,6 +11,7 @@
 pub mod channel;
 pub mod junit;
 pub mod pytest_log;
+pub mod runners;
 
 use std::collections::BTreeMap;
 
