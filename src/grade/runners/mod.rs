@@ -7,6 +7,7 @@
 //! add up (a duplicate id, a summary that disagrees with the per-test lines, a test that started
 //! and never finished) goes into [`RunnerReport::problems`] for the report to show.
 
+pub mod gotest;
 pub mod libtest;
 
 use serde::{Deserialize, Serialize};
