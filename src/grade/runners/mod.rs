@@ -9,6 +9,7 @@
 
 pub mod gotest;
 pub mod libtest;
+pub mod tap;
 
 use serde::{Deserialize, Serialize};
 
