@@ -8,6 +8,7 @@
 //! and never finished) goes into [`RunnerReport::problems`] for the report to show.
 
 pub mod gotest;
+pub mod junit_generic;
 pub mod libtest;
 pub mod tap;
 
