@@ -13,7 +13,8 @@
 //! `<file>`, relative to the working directory `/workspace` (`test/slug.test.js::slug > joins
 //! words`). Node from 18.19 on (and 20+) prints no wrapper, so there is no file part: the
 //! `location` diagnostic would give one, but Node prints it only for failing tests and suites,
-//! and an id must not change with the outcome. A file that fails to load still appears as a
+//! and an id must not change with the outcome: to get the file part there, run one file at a
+//! time and read each run with [`parse_for_file`]. A file that fails to load still appears as a
 //! top-level test named by its path, and is recorded as `<file>::(file)` with status Error.
 //!
 //! Status: `# SKIP` -> Skipped; `# TODO` -> Xfail when not ok, Passed when ok; otherwise ok ->
@@ -240,10 +241,7 @@ fn count(points: &[Point], all: &mut Counts, top_only: &mut Counts, top: bool) {
 
 fn walk(point: &Point, path: &mut Vec<String>, file: Option<&str>, report: &mut RunnerReport) {
     path.push(point.name.clone());
-    let id = match file {
-        Some(file) => format!("{file}::{}", path.join(" > ")),
-        None => path.join(" > "),
-    };
+    let id = file.map_or_else(|| path.join(" > "), |file| format!("{file}::{}", path.join(" > ")));
     if point.children.is_empty() {
         if !point.suite {
             report.record(id, point.status());
@@ -263,6 +261,16 @@ fn walk(point: &Point, path: &mut Vec<String>, file: Option<&str>, report: &mut 
 
 /// Parses the TAP of Node's test runner.
 pub fn parse(tap: &str) -> RunnerReport {
+    parse_with_file(tap, None)
+}
+
+/// Parses the TAP of `node --test <file>` run on one file: ids get that file part even where
+/// Node prints no wrapper (`test/parse.test.js::<describe> > <test>`).
+pub fn parse_for_file(tap: &str, file: &str) -> RunnerReport {
+    parse_with_file(tap, Some(relative(file)))
+}
+
+fn parse_with_file(tap: &str, file: Option<&str>) -> RunnerReport {
     let mut report = RunnerReport::default();
     let mut parser = Parser::default();
     for line in tap.lines() {
@@ -272,7 +280,7 @@ pub fn parse(tap: &str) -> RunnerReport {
     let top = parser.finish(&mut report);
     for point in &top {
         if !looks_like_file(&point.name) {
-            walk(point, &mut Vec::new(), None, &mut report);
+            walk(point, &mut Vec::new(), file, &mut report);
             continue;
         }
         let file = relative(&point.name);
@@ -303,7 +311,8 @@ mod tests {
     use TestStatus::*;
 
     // Real `node --test --test-reporter=tap` of Node 18.20.4 (Debian bookworm's nodejs), run in
-    // /tmp/nodeproj, the path rewritten to /workspace, stacks and assertion details left out.
+    // /tmp/nodeproj, the path rewritten to /workspace; stacks, durations and assertion details
+    // left out.
     // Files: test/slug.test.js (describe, nested describe, skip, todo, failing, printing, t.test
     // subtests), test/broken.test.js (requires a missing module), test/todo.test.js (a passing
     // todo, a name with `#` and `\\`), t2/hooks.test.mjs (an `after` hook that throws). Node
@@ -313,12 +322,10 @@ mod tests {
     # Subtest: connects
     ok 1 - connects
       ---
-      duration_ms: 0.170516
       ...
     1..1
 not ok 1 - db
   ---
-  duration_ms: 11.04462
   type: 'suite'
   location: 'file:///workspace/t2/hooks.test.mjs:2:1'
   failureType: 'hookFailed'
@@ -338,7 +345,6 @@ not ok 1 - db
 # Subtest: /workspace/test/broken.test.js
 not ok 2 - /workspace/test/broken.test.js
   ---
-  duration_ms: 428.472366
   location: '/workspace/test/broken.test.js:1:1'
   failureType: 'testCodeFailure'
   exitCode: 1
@@ -350,12 +356,10 @@ not ok 2 - /workspace/test/broken.test.js
     # Subtest: lowercases
     ok 1 - lowercases
       ---
-      duration_ms: 0.460734
       ...
     # Subtest: joins words
     not ok 2 - joins words
       ---
-      duration_ms: 2.298623
       location: '/workspace/test/slug.test.js:9:3'
       failureType: 'testCodeFailure'
       error: |-
@@ -369,23 +373,19 @@ not ok 2 - /workspace/test/broken.test.js
         # Subtest: keeps accents
         ok 1 - keeps accents
           ---
-          duration_ms: 0.103338
           ...
         # Subtest: strips emoji
         ok 2 - strips emoji # SKIP not yet
           ---
-          duration_ms: 0.059498
           ...
         1..2
     ok 3 - unicode
       ---
-      duration_ms: 0.345994
       type: 'suite'
       ...
     # Subtest: handles tabs
     not ok 4 - handles tabs # TODO later
       ---
-      duration_ms: 0.144771
       location: '/workspace/test/slug.test.js:19:3'
       failureType: 'testCodeFailure'
       error: |-
@@ -398,7 +398,6 @@ not ok 2 - /workspace/test/broken.test.js
     1..4
 not ok 3 - slug
   ---
-  duration_ms: 17.438764
   type: 'suite'
   location: '/workspace/test/slug.test.js:5:1'
   failureType: 'subtestsFailed'
@@ -408,12 +407,10 @@ not ok 3 - slug
 # Subtest: top level ok
 ok 4 - top level ok
   ---
-  duration_ms: 0.065159
   ...
 # Subtest: throws
 not ok 5 - throws
   ---
-  duration_ms: 12.355599
   location: '/workspace/test/slug.test.js:25:1'
   failureType: 'testCodeFailure'
   error: 'boom'
@@ -423,27 +420,22 @@ not ok 5 - throws
     # Subtest: child one
     ok 1 - child one
       ---
-      duration_ms: 0.169444
       ...
     # Subtest: child two
     ok 2 - child two
       ---
-      duration_ms: 0.078517
       ...
     1..2
 ok 6 - parent with subtests
   ---
-  duration_ms: 0.679869
   ...
 # Subtest: todo that passes
 ok 7 - todo that passes # TODO
   ---
-  duration_ms: 0.783876
   ...
 # Subtest: name with \# hash and \\ backslash
 ok 8 - name with \# hash and \\ backslash
   ---
-  duration_ms: 0.085608
   ...
 1..8
 # tests 14
@@ -593,5 +585,14 @@ ok 2 - ./test/other.test.mjs
         assert_eq!(test_point("ok - x"), None);
         assert!(looks_like_file("/workspace/test/a.test.js") && looks_like_file("test/b.spec.ts"));
         assert!(!looks_like_file("parses config.js files") && !looks_like_file("adds"));
+    }
+
+    #[test]
+    fn a_run_of_one_file_gets_that_file_part() {
+        let tap = "TAP version 13\n# Subtest: slug\n    # Subtest: lowercases\n    ok 1 - lowercases\n    1..1\n\
+                   ok 1 - slug\n  ---\n  type: 'suite'\n  ...\n# Subtest: top level ok\nok 2 - top level ok\n1..2\n";
+        let report = parse_for_file(tap, "/workspace/test/slug.test.js");
+        let ids: Vec<&str> = report.statuses.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["test/slug.test.js::slug > lowercases", "test/slug.test.js::top level ok"]);
     }
 }
