@@ -30,15 +30,36 @@ pub struct JunitReport {
     pub tests: usize,
 }
 
+/// One `<testcase>` as written; shared with the reader of other tools' reports
+/// ([`super::runners::junit_generic`]).
 #[derive(Default)]
-struct Case {
-    classname: String,
-    name: String,
-    file: Option<String>,
-    failure: bool,
-    error: bool,
-    skipped: bool,
-    xfail: bool,
+pub(crate) struct Case {
+    pub(crate) classname: String,
+    pub(crate) name: String,
+    pub(crate) file: Option<String>,
+    pub(crate) failure: bool,
+    pub(crate) error: bool,
+    pub(crate) skipped: bool,
+    pub(crate) xfail: bool,
+}
+
+/// The counts a `<testsuite>` states in its attributes.
+pub(crate) struct SuiteCounts {
+    /// False when the element has no `tests` attribute (then the counts are all 0).
+    pub(crate) stated: bool,
+    pub(crate) tests: usize,
+    pub(crate) failures: usize,
+    pub(crate) errors: usize,
+    pub(crate) skipped: usize,
+    /// Not inside another `<testsuite>`, so its counts are not part of an enclosing one's.
+    pub(crate) outermost: bool,
+}
+
+pub(crate) enum Item {
+    /// A `<testsuites>` element.
+    Suites,
+    Suite(SuiteCounts),
+    Case(Case),
 }
 
 fn attr(element: &BytesStart<'_>, key: &[u8]) -> Option<String> {
@@ -102,12 +123,24 @@ fn finish(case: Case, known_files: &[String], report: &mut JunitReport) {
     report.statuses.insert(node_id(&case, known_files), status);
 }
 
-/// Parses a JUnit XML report. `known_files` are the test files the run was given.
-pub fn parse(xml: &str, known_files: &[String]) -> Result<JunitReport, JunitError> {
+fn suite_counts(element: &BytesStart<'_>, outermost: bool) -> SuiteCounts {
+    let count = |key: &[u8]| attr(element, key).and_then(|v| v.trim().parse().ok());
+    SuiteCounts {
+        stated: count(b"tests").is_some(),
+        tests: count(b"tests").unwrap_or(0),
+        failures: count(b"failures").unwrap_or(0),
+        errors: count(b"errors").unwrap_or(0),
+        skipped: count(b"skipped").or_else(|| count(b"skip")).unwrap_or(0),
+        outermost,
+    }
+}
+
+/// Walks a JUnit XML document, handing over each `<testsuites>`, `<testsuite>` and finished
+/// `<testcase>` in document order.
+pub(crate) fn walk(xml: &str, mut on: impl FnMut(Item)) -> Result<(), JunitError> {
     let mut reader = Reader::from_str(xml);
-    let mut report = JunitReport::default();
-    let mut saw_suite = false;
     let mut current: Option<Case> = None;
+    let mut suite_depth = 0usize;
     loop {
         let event = reader
             .read_event()
@@ -116,7 +149,11 @@ pub fn parse(xml: &str, known_files: &[String]) -> Result<JunitReport, JunitErro
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let empty = matches!(event, Event::Empty(_));
                 match e.local_name().as_ref() {
-                    b"testsuite" => saw_suite = true,
+                    b"testsuites" => on(Item::Suites),
+                    b"testsuite" => {
+                        on(Item::Suite(suite_counts(e, suite_depth == 0)));
+                        suite_depth += usize::from(!empty);
+                    }
                     b"testcase" => {
                         let case = Case {
                             classname: attr(e, b"classname").unwrap_or_default(),
@@ -125,7 +162,7 @@ pub fn parse(xml: &str, known_files: &[String]) -> Result<JunitReport, JunitErro
                             ..Case::default()
                         };
                         if empty {
-                            finish(case, known_files, &mut report);
+                            on(Item::Case(case));
                         } else {
                             current = Some(case);
                         }
@@ -151,13 +188,27 @@ pub fn parse(xml: &str, known_files: &[String]) -> Result<JunitReport, JunitErro
             }
             Event::End(ref e) if e.local_name().as_ref() == b"testcase" => {
                 if let Some(case) = current.take() {
-                    finish(case, known_files, &mut report);
+                    on(Item::Case(case));
                 }
             }
-            Event::Eof => break,
+            Event::End(ref e) if e.local_name().as_ref() == b"testsuite" => {
+                suite_depth = suite_depth.saturating_sub(1);
+            }
+            Event::Eof => return Ok(()),
             _ => {}
         }
     }
+}
+
+/// Parses a JUnit XML report. `known_files` are the test files the run was given.
+pub fn parse(xml: &str, known_files: &[String]) -> Result<JunitReport, JunitError> {
+    let mut report = JunitReport::default();
+    let mut saw_suite = false;
+    walk(xml, |item| match item {
+        Item::Suites => {}
+        Item::Suite(_) => saw_suite = true,
+        Item::Case(case) => finish(case, known_files, &mut report),
+    })?;
     if !saw_suite {
         return Err(JunitError::NoSuite);
     }

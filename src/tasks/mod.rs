@@ -3,6 +3,7 @@
 //! Loading never stops at the first bad record: every record that cannot be used becomes a
 //! [`Skipped`] entry naming the file, line and what was expected, and the rest goes on.
 
+pub mod ci;
 pub mod prompt;
 pub mod repos;
 
