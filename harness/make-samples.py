@@ -927,6 +927,17 @@ license = "MIT"
 itoa = "1"
 '''
 
+def default_registry_source():
+    """The default registry's source id as cargo writes it in lock files, read from our own
+    Cargo.lock, so it is written in one place only."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "Cargo.lock")) as f:
+        for line in f:
+            if line.startswith('source = "registry+'):
+                return line.split('"')[1]
+    raise SystemExit("no registry source line in Cargo.lock")
+
+
 # Written by `cargo generate-lockfile` (rust-version < 1.78 keeps it at lockfile version 3,
 # which older cargo reads too); kept here so the script needs no cargo and the ids stay fixed.
 RANGESET_LOCK = '''
@@ -937,7 +948,7 @@ version = 3
 [[package]]
 name = "itoa"
 version = "1.0.19"
-source = "registry+https://github.com/rust-lang/crates.io-index"
+source = "{registry}"
 checksum = "3bd1574e617a9a6c1f8f8181bd7e841e1f20e4277607ef28945765188d6284d4"
 
 [[package]]
@@ -1284,7 +1295,7 @@ rangeset 0.2.0, rustc 1.75.
     "hints_text": "The adjacency checks in `insert` compute `end + 1`, which overflows for u32::MAX.",
     "base": {
         "Cargo.toml": RANGESET_CARGO,
-        "Cargo.lock": RANGESET_LOCK,
+        "Cargo.lock": RANGESET_LOCK.replace("{registry}", default_registry_source()),
         ".gitignore": "/target\n",
         "README.md": """
 # rangeset

@@ -55,6 +55,34 @@ fn by_id(report: &GradeReport) -> BTreeMap<String, InstanceResult> {
 }
 
 #[test]
+fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
+    runtime().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let patch = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/swe/slugger-lint-breaking.patch"),
+        )
+        .unwrap();
+        let predictions = dir.path().join("wrong.jsonl");
+        let line = serde_json::json!({"instance_id": "acme__slugger-77", "model_name_or_path": "wrong", "model_patch": patch});
+        std::fs::write(&predictions, format!("{line}\n")).unwrap();
+        let task = issues().join("slugger-ci-lint");
+        let report = grade(
+            &sandbox,
+            &plan(&task, PredictionSource::File(predictions), &dir.path().join("out"), dir.path(), &image),
+        )
+        .await;
+        let result = &report.instances[0];
+        assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
+        // The tests pass; only the lint job fails.
+        assert!(result.tests_status.fail_to_pass.failure.is_empty(), "{result:#?}");
+        assert_eq!(result.tests_status.pass_to_pass.failure, ["ci:lint"]);
+        let lint_log = dir.path().join("out").join(&result.log_dir).join("ci/lint.log");
+        assert!(std::fs::read_to_string(lint_log).unwrap().contains("imported but unused"));
+    });
+}
+
+#[test]
 fn gold_resolves_every_sample_and_empty_none() {
     runtime().block_on(async {
         let (sandbox, image) = docker().await;
@@ -83,7 +111,16 @@ fn gold_resolves_every_sample_and_empty_none() {
             serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
         assert_eq!(manifest["settings"]["image"], image.as_str());
         assert_eq!(manifest["settings"]["timeout_s"], 60.0);
-        let log = out.join(&gold.instances[0].log_dir);
+        // Every runner's sample resolves, each in an environment built from its repository.
+        let runners: std::collections::BTreeSet<&str> =
+            gold.instances.iter().filter_map(|r| r.runner.map(|k| k.as_str())).collect();
+        for runner in ["pytest", "cargo", "go", "node"] {
+            assert!(runners.contains(runner), "{runner} among {runners:?}");
+        }
+        let with_ci = gold.instances.iter().find(|r| !r.ci_jobs.is_empty()).expect("a sample with CI jobs");
+        assert!(with_ci.tests_status.pass_to_pass.success.contains(&"ci:lint".to_string()));
+        let pytest = gold.instances.iter().find(|r| r.runner.map(|k| k.as_str()) == Some("pytest")).unwrap();
+        let log = out.join(&pytest.log_dir);
         for file in ["model.patch", "test_output.txt", "junit.xml", "apply.log", "result.json"] {
             assert!(log.join(file).is_file(), "{file} in {}", log.display());
         }

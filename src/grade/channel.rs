@@ -25,6 +25,9 @@ pub enum Tampered {
     BadSignature(String),
     #[error("the JUnit report and pytest's summary disagree: {0}")]
     Disagree(String),
+    /// Another runner's output does not hold together (see `run::swe::runners`).
+    #[error("the test runner's output is inconsistent: {0}")]
+    Inconsistent(String),
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {

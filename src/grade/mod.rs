@@ -159,6 +159,9 @@ impl Verdict {
 pub enum StatusSource {
     /// The JUnit report signed by the harness plugin, checked against pytest's summary.
     Junit,
+    /// Another runner's own output (libtest lines, `go test -json`, TAP, JUnit files it
+    /// wrote), cross-checked but not signed.
+    RunnerOutput,
 }
 
 /// Statuses after flaky reruns: PASS_TO_PASS tests that failed and then passed on a rerun

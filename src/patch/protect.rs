@@ -103,6 +103,9 @@ fn rule_for(
     if is_test_path(path) {
         return Some("test file".into());
     }
+    if path == ".gitlab-ci.yml" || path.starts_with(".gitlab-ci/") || path.starts_with(".github/workflows/") {
+        return Some("CI configuration".into());
+    }
     if SHADOWING.contains(&top) || top.starts_with("repairbench") {
         return Some("module loaded before the harness".into());
     }
@@ -201,6 +204,8 @@ mod tests {
         assert!(rule("tox.ini", Some("a"), Some("b")).is_some());
         assert!(rule("sitecustomize.py", None, Some("x")).is_some());
         assert!(rule("pytest.py", None, Some("x")).is_some());
+        assert!(rule(".gitlab-ci.yml", Some("a"), Some("b")).is_some());
+        assert!(rule(".github/workflows/ci.yml", None, Some("x")).is_some());
         assert!(rule("src/lib.py", Some("a"), Some("b")).is_none());
         assert!(rule("src/lib.py", Some("a"), Some("b")).is_none());
         let tasks: BTreeSet<String> = ["checks/spec_money.py".to_string()].into();

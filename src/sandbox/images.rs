@@ -7,12 +7,11 @@
 //! 3. task layers, the same way, from a caller's directory.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{
-    BuildImageOptionsBuilder, CreateImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
+    CreateImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
@@ -21,8 +20,9 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::apt;
-use super::archive::{tar_entries, Entry, Owner};
 use super::docker::{LABEL_OWNER, OWNER};
+use super::layers::layer_inputs_hash;
+pub use super::layers::{build_layer, build_layer_from_dir, read_layer_dir, LayerFiles};
 
 /// Label naming the layer kind of one of our images (`base`, `python`, or a caller's name).
 pub const LABEL_LAYER: &str = "repairbench.layer";
@@ -78,18 +78,18 @@ pub enum ImageError {
     NoDockerfile(PathBuf),
 }
 
-fn api(op: &'static str) -> impl FnOnce(bollard::errors::Error) -> ImageError {
+pub(crate) fn api(op: &'static str) -> impl FnOnce(bollard::errors::Error) -> ImageError {
     move |source| ImageError::Api { op, source }
 }
 
-fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
+pub(crate) fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
     move |source| ImageError::Io { path: path.to_path_buf(), source }
 }
 
 /// Holds an exclusive lock on `<cache>/locks/<tag>.lock` so that two repairbench processes
 /// (say, two test binaries) never build the same image at once; the second waits, then finds
 /// the image built. Released when the file is dropped.
-async fn build_lock(tag: &str) -> Result<std::fs::File, ImageError> {
+pub(crate) async fn build_lock(tag: &str) -> Result<std::fs::File, ImageError> {
     let dir = crate::env::cache_dir().join("locks");
     std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
     let path = dir.join(format!("{}.lock", tag.replace(['/', ':'], "_")));
@@ -105,11 +105,11 @@ async fn build_lock(tag: &str) -> Result<std::fs::File, ImageError> {
         .map_err(io_at(&path))
 }
 
-fn short_hash(hasher: Sha256) -> String {
+pub(crate) fn short_hash(hasher: Sha256) -> String {
     hex::encode(hasher.finalize())[..16].to_string()
 }
 
-fn spinner(message: String) -> ProgressBar {
+pub(crate) fn spinner(message: String) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
@@ -319,175 +319,6 @@ async fn bootstrap_and_import(
     Ok(())
 }
 
-/// The files of a layer's build context, relative path and content, sorted by path.
-pub type LayerFiles = Vec<(String, Vec<u8>)>;
-
-/// Reads a layer directory (its Dockerfile and every other file) into memory.
-pub fn read_layer_dir(dir: &Path) -> Result<LayerFiles, ImageError> {
-    fn walk(root: &Path, dir: &Path, out: &mut LayerFiles) -> Result<(), ImageError> {
-        for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
-            let path = entry.map_err(io_at(dir))?.path();
-            if path.is_dir() {
-                walk(root, &path, out)?;
-            } else {
-                let mut content = Vec::new();
-                std::fs::File::open(&path)
-                    .and_then(|mut f| f.read_to_end(&mut content))
-                    .map_err(io_at(&path))?;
-                let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
-                out.push((rel, content));
-            }
-        }
-        Ok(())
-    }
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files)?;
-    if !files.iter().any(|(p, _)| p == "Dockerfile") {
-        return Err(ImageError::NoDockerfile(dir.to_path_buf()));
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// Builds (unless already built) a layer from `dir` on top of `parent` (tag or id), tagged
-/// `repairbench/<name>:<hash>`. Returns the tag.
-pub async fn build_layer_from_dir(
-    docker: &Docker,
-    name: &str,
-    dir: &Path,
-    parent: &str,
-) -> Result<String, ImageError> {
-    let files = read_layer_dir(dir)?;
-    build_layer(docker, name, files, parent).await
-}
-
-/// Builds (unless already built) a layer from in-memory context files on top of `parent`.
-/// The tag hashes the Dockerfile, every context file and the parent's image id, so a changed
-/// parent rebuilds its children and nothing else does.
-pub async fn build_layer(
-    docker: &Docker,
-    name: &str,
-    mut files: LayerFiles,
-    parent: &str,
-) -> Result<String, ImageError> {
-    files.sort();
-    build_layer_sorted(docker, name, &files, parent).await
-}
-
-/// [`build_layer`] for files already sorted by path.
-pub(crate) async fn build_layer_sorted(
-    docker: &Docker,
-    name: &str,
-    files: &LayerFiles,
-    parent: &str,
-) -> Result<String, ImageError> {
-    let parent_id =
-        docker.inspect_image(parent).await.map_err(api("inspect parent image"))?.id.unwrap_or_default();
-    let inputs = layer_inputs_hash(&parent_id, files);
-    let tag = format!("repairbench/{name}:{inputs}");
-    if image_exists(docker, &tag).await? {
-        return Ok(tag);
-    }
-    let _lock = build_lock(&tag).await?;
-    if image_exists(docker, &tag).await? {
-        return Ok(tag);
-    }
-
-    let entries: Vec<Entry<'_>> =
-        files.iter().map(|(path, content)| Entry { path, mode: 0o644, contents: Some(content) }).collect();
-    let context =
-        tar_entries(&entries, Owner::Root).map_err(|e| ImageError::Io { path: e.path, source: e.source })?;
-
-    eprintln!("repairbench: building image layer {tag} (from {parent})");
-    let started = Instant::now();
-    let bar = spinner(format!("building {tag}"));
-    let labels = HashMap::from([
-        (LABEL_OWNER.to_string(), OWNER.to_string()),
-        (LABEL_LAYER.to_string(), name.to_string()),
-        (LABEL_INPUTS.to_string(), inputs.clone()),
-    ]);
-    let options = BuildImageOptionsBuilder::default()
-        .dockerfile("Dockerfile")
-        .t(&tag)
-        .rm(true)
-        .forcerm(true)
-        .buildargs(&build_args(parent))
-        .labels(&labels)
-        .build();
-    let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
-    let mut log = BuildLog::default();
-    let failed = |log: &BuildLog, message: String| ImageError::Build {
-        layer: name.to_string(),
-        step: log.step.clone(),
-        message: format!("{message}\nlast output:\n{}", log.tail(15)),
-        log: log.text.clone(),
-    };
-    while let Some(item) = stream.next().await {
-        let info = match item {
-            Ok(info) => info,
-            Err(e) => {
-                bar.finish_and_clear();
-                return Err(failed(&log, e.to_string()));
-            }
-        };
-        if let Some(error) = info.error_detail.and_then(|d| d.message) {
-            bar.finish_and_clear();
-            log.push(&error);
-            return Err(failed(&log, error));
-        }
-        if let Some(line) = info.stream {
-            tracing::debug!(target: "repairbench::build", "{}", line.trim_end());
-            if !line.trim().is_empty() {
-                bar.set_message(format!("building {tag}: {}", line.trim()));
-            }
-            log.push(&line);
-        }
-    }
-    bar.finish_and_clear();
-    if !image_exists(docker, &tag).await? {
-        return Err(failed(&log, "the engine reported no error, but the image is missing".into()));
-    }
-    eprintln!("repairbench: image {tag} built in {:.1} s", started.elapsed().as_secs_f64());
-    Ok(tag)
-}
-
-/// `BASE` (the parent) and the host settings layers may use ([`super::layers::PASSED_BUILD_ARGS`]).
-fn build_args(parent: &str) -> HashMap<String, String> {
-    let mut args = HashMap::from([("BASE".to_string(), parent.to_string())]);
-    for name in super::layers::PASSED_BUILD_ARGS {
-        if let Ok(value) = std::env::var(name) {
-            args.insert(name.to_string(), value);
-        }
-    }
-    args
-}
-
-/// The output of one image build, kept whole up to a cap, and the instruction running last.
-#[derive(Default)]
-struct BuildLog {
-    text: String,
-    step: Option<String>,
-}
-
-impl BuildLog {
-    const CAP: usize = 4 << 20;
-
-    fn tail(&self, lines: usize) -> String {
-        let all: Vec<&str> = self.text.lines().filter(|l| !l.trim().is_empty()).collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn push(&mut self, line: &str) {
-        // The classic builder announces each instruction as `Step N/M : INSTRUCTION`.
-        if let Some((_, instruction)) = line.trim().strip_prefix("Step ").and_then(|l| l.split_once(" : ")) {
-            self.step = Some(instruction.to_string());
-        }
-        if self.text.len() < Self::CAP {
-            self.text.push_str(line);
-        }
-    }
-}
-
 /// Makes sure the default sandbox image (Debian base with python3, pytest and git, user
 /// `sandbox` uid 1000, `/workspace` owned by it) exists, building what is missing, and
 /// returns its tag. Cheap when everything is built: two image inspections.
@@ -579,18 +410,4 @@ async fn ensure_default_layer_tag(docker: &Docker, base: &str) -> Result<String,
         docker.inspect_image(base).await.map_err(api("inspect base image"))?.id.unwrap_or_default();
     let files = vec![("Dockerfile".to_string(), PYTHON_DOCKERFILE.as_bytes().to_vec())];
     Ok(format!("repairbench/{PYTHON_LAYER}:{}", layer_inputs_hash(&parent_id, &files)))
-}
-
-/// Hash of a layer's inputs: the parent image id and every context file (path and content,
-/// length-prefixed so no two different inputs collide by concatenation).
-fn layer_inputs_hash(parent_id: &str, files: &LayerFiles) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(parent_id.as_bytes());
-    for (path, content) in files {
-        hasher.update((path.len() as u64).to_le_bytes());
-        hasher.update(path.as_bytes());
-        hasher.update((content.len() as u64).to_le_bytes());
-        hasher.update(content);
-    }
-    short_hash(hasher)
 }

@@ -87,7 +87,14 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         crate::patch::tree::tree_tar(repo, tree).map_err(|e| format!("packing the tree: {}", e.message()))?;
     let (layer, env) = match runner {
         RunnerKind::Pytest => (python_layer(&files, &extras, tree_tar), Vec::new()),
-        other => return Err(format!("the `{}` runner has no environment recipe yet", other.as_str())),
+        RunnerKind::Cargo => (Some(cargo_layer(&extras, tree_tar)?), Vec::new()),
+        RunnerKind::Go => (Some(go_layer(&extras, tree_tar)), Vec::new()),
+        RunnerKind::Node => (Some(node_layer(&files, &extras, tree_tar)), Vec::new()),
+        // A JUnit-writing tool brings its own image, or installs through `apt`/`install`.
+        RunnerKind::Junit => (
+            Some(repo_layer("env-junit", ParentImage::Default, &extras, tree_tar, &[], &[], &[])),
+            Vec::new(),
+        ),
     };
     let image = match layer {
         Some(layer) => ImageChoice::Build(layer),
@@ -188,6 +195,7 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u
         "ARG PIP_EXTRA_INDEX_URL".to_owned(),
         "ARG PIP_TRUSTED_HOST".to_owned(),
         "USER root".to_owned(),
+        HOST_CA_STEPS.to_owned(),
         apt_step(&["python3-venv".to_owned()], &extras.apt),
         format!("RUN python3 -m venv {VENV} && {VENV}/bin/pip install --no-cache-dir pytest"),
         format!("ENV PATH={VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={VENV}"),
@@ -217,11 +225,162 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u
     steps.push("RUN find /workspace -mindepth 1 -delete".to_owned());
     steps.push("USER sandbox".to_owned());
     let dockerfile = steps.join("\n") + "\n";
-    Some(LayerSpec::new(
-        "env-python",
-        vec![("Dockerfile".into(), dockerfile.into_bytes()), ("tree.tar".into(), tree_tar)],
+    Some(LayerSpec::new("env-python", context(dockerfile, tree_tar), ParentImage::Default))
+}
+
+/// A layer holding the repository at its environment commit with `prepare` run in it (network
+/// on), then the task's extras; the workspace is then emptied except for `keep` (caches the
+/// tests use: a warm `target/`, `node_modules`), since each run copies the tree under test
+/// into it. `after` sets the environment tests run with.
+fn repo_layer(
+    name: &str,
+    parent: ParentImage,
+    extras: &TaskEnvironment,
+    tree_tar: Vec<u8>,
+    prepare: &[String],
+    keep: &[&str],
+    after: &[String],
+) -> LayerSpec {
+    let mut steps = vec!["ARG BASE".to_owned(), "FROM ${BASE}".to_owned()];
+    steps.extend(crate::sandbox::layers::PASSED_BUILD_ARGS.iter().map(|a| format!("ARG {a}")));
+    steps.push("USER root".to_owned());
+    steps.push(HOST_CA_STEPS.to_owned());
+    if !extras.apt.is_empty() {
+        steps.push(apt_step(&[], &extras.apt));
+    }
+    steps.push("ADD tree.tar /workspace/".to_owned());
+    steps.push("WORKDIR /workspace".to_owned());
+    steps.extend(prepare.iter().cloned());
+    for command in &extras.install {
+        steps.push(format!("RUN {command}"));
+    }
+    let kept: String = keep.iter().map(|k| format!(" ! -name {k}")).collect();
+    steps.push(format!(
+        "RUN find /workspace -mindepth 1 -maxdepth 1{kept} -exec rm -rf {{}} + && chown -R sandbox:sandbox /workspace"
+    ));
+    steps.extend(after.iter().cloned());
+    steps.push("USER sandbox".to_owned());
+    let dockerfile = steps.join("\n") + "\n";
+    LayerSpec::new(name, context(dockerfile, tree_tar), parent)
+}
+
+/// The toolchain of the host's `rustc` (rustup's, usually), copied into a layer with a C
+/// linker from Debian: Debian bookworm's own Rust (1.63) is too old for most crates, and no
+/// toolchain download site may be reachable. The tag hashes `rustc -vV` and `cargo -V`.
+fn rust_toolchain() -> Result<LayerSpec, String> {
+    let run = |program: &str, args: &[&str]| {
+        std::process::Command::new(program)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = run(&rustc, &["--print", "sysroot"])
+        .ok_or("the `cargo` runner copies the host's Rust toolchain, but `rustc` is not on PATH")?;
+    let identity = format!(
+        "{}\n{}",
+        run(&rustc, &["-vV"]).unwrap_or_default(),
+        run(&format!("{sysroot}/bin/cargo"), &["-V"]).unwrap_or_default()
+    );
+    let dockerfile = format!(
+        "ARG BASE\nFROM ${{BASE}}\nUSER root\n{}\nCOPY host/ /opt/rust/\nENV PATH=/opt/rust/bin:{SYSTEM_PATH}\nUSER sandbox\n",
+        apt_step(&["gcc".into(), "libc6-dev".into(), "ca-certificates".into()], &[])
+    );
+    let host_dir = crate::sandbox::layers::HostDir {
+        root: sysroot.into(),
+        include: vec!["bin/cargo".into(), "bin/rustc".into(), "bin/rustdoc".into(), "lib".into()],
+        identity,
+    };
+    Ok(LayerSpec::new(
+        "rust-toolchain",
+        vec![("Dockerfile".into(), dockerfile.into_bytes())],
         ParentImage::Default,
+    )
+    .with_host_dir(host_dir))
+}
+
+/// Dependencies fetched with the network (`cargo fetch`), the tests built once so the
+/// dependencies are compiled in the kept `target/`; tests then run `--offline`.
+fn cargo_layer(extras: &TaskEnvironment, tree_tar: Vec<u8>) -> Result<LayerSpec, String> {
+    let toolchain = rust_toolchain()?;
+    let prepare = vec![
+        "ENV CARGO_HOME=/workspace/.cargo-home".to_owned(),
+        "RUN cargo fetch".to_owned(),
+        // The base commit may not build its tests; what compiled is still reused.
+        "RUN cargo test --offline --no-run || true".to_owned(),
+    ];
+    Ok(repo_layer(
+        "env-cargo",
+        ParentImage::Layer(Box::new(toolchain)),
+        extras,
+        tree_tar,
+        &prepare,
+        &["target", ".cargo-home"],
+        &[],
     ))
+}
+
+/// Debian's Go; modules downloaded with the network (through the host's `GOPROXY` when set),
+/// the build cache warmed; tests then run with `GOPROXY=off`.
+fn go_layer(extras: &TaskEnvironment, tree_tar: Vec<u8>) -> LayerSpec {
+    let prepare = vec![
+        apt_step(&["golang-go".into(), "ca-certificates".into()], &[]),
+        "ENV GOPATH=/workspace/.go GOCACHE=/workspace/.go/cache".to_owned(),
+        "RUN if [ -f go.sum ]; then go mod download; fi".to_owned(),
+        "RUN go test -count=1 -run '^$' ./... || true".to_owned(),
+    ];
+    let after = vec!["ENV GOPROXY=off GOFLAGS=-mod=readonly".to_owned()];
+    repo_layer("env-go", ParentImage::Default, extras, tree_tar, &prepare, &[".go"], &after)
+}
+
+/// Debian's Node; `npm ci` (through the host's `NPM_CONFIG_REGISTRY` when set) only when
+/// package.json declares dependencies.
+fn node_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u8>) -> LayerSpec {
+    let declares_dependencies = files
+        .read("package.json")
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|package| {
+            ["dependencies", "devDependencies"]
+                .iter()
+                .any(|k| package.get(k).and_then(|d| d.as_object()).is_some_and(|d| !d.is_empty()))
+        });
+    let mut packages = vec!["nodejs".to_owned()];
+    let mut prepare = Vec::new();
+    if declares_dependencies {
+        packages.push("npm".into());
+        prepare.push("RUN if [ -f package-lock.json ]; then npm ci; else npm install; fi".to_owned());
+    }
+    prepare.insert(0, apt_step(&packages, &[]));
+    repo_layer("env-node", ParentImage::Default, extras, tree_tar, &prepare, &["node_modules"], &[])
+}
+
+/// Where layers put the host's certificate authorities, and the variables that make pip,
+/// cargo, Go, Node and git trust them while the layer is built: a host behind a proxy that
+/// re-signs TLS reaches the package index only with its own CA bundle.
+const HOST_CA_STEPS: &str = "COPY host-ca.pem /etc/ssl/certs/repairbench-host-ca.pem\n\
+ENV PIP_CERT=/etc/ssl/certs/repairbench-host-ca.pem SSL_CERT_FILE=/etc/ssl/certs/repairbench-host-ca.pem \\\n    \
+CARGO_HTTP_CAINFO=/etc/ssl/certs/repairbench-host-ca.pem NODE_EXTRA_CA_CERTS=/etc/ssl/certs/repairbench-host-ca.pem \\\n    \
+GIT_SSL_CAINFO=/etc/ssl/certs/repairbench-host-ca.pem REQUESTS_CA_BUNDLE=/etc/ssl/certs/repairbench-host-ca.pem";
+
+/// The host's CA bundle: `SSL_CERT_FILE`, pip's `PIP_CERT`, or Debian's bundle.
+fn host_ca_bundle() -> Vec<u8> {
+    ["SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .chain(["/etc/ssl/certs/ca-certificates.crt".to_owned()])
+        .find_map(|path| std::fs::read(path).ok())
+        .unwrap_or_default()
+}
+
+/// A layer's build context: its Dockerfile, the tree, the host's CA bundle.
+fn context(dockerfile: String, tree_tar: Vec<u8>) -> crate::sandbox::images::LayerFiles {
+    vec![
+        ("Dockerfile".into(), dockerfile.into_bytes()),
+        ("host-ca.pem".into(), host_ca_bundle()),
+        ("tree.tar".into(), tree_tar),
+    ]
 }
 
 fn apt_step(always: &[String], asked: &[String]) -> String {

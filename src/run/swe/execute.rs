@@ -7,8 +7,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::grade::channel::{self, ResultsChannel, Tampered};
+use crate::grade::runners::RunnerKind;
 use crate::grade::{self, junit, pytest_log, StatusMap, StatusSource, Verdict};
 use crate::sandbox::{self, EnvSpec, ExecRequest, ExecResult, Sandbox};
+use crate::tasks::ci::CiJob;
 use crate::tasks::SweTask;
 
 use super::verdict::{self, RunFacts, Step};
@@ -21,6 +23,8 @@ pub struct TestRun {
     pub results: Result<(StatusMap, usize), Tampered>,
     /// The signed JUnit XML, when there was one.
     pub junit_xml: Option<String>,
+    /// The CI jobs the task selected, each also in `results` as `ci:JOB`.
+    pub ci: Vec<super::runners::CiOutcome>,
 }
 
 impl TestRun {
@@ -52,19 +56,102 @@ pub struct TestPlan<'a> {
     /// The files test_patch touches: what pytest is given, and how JUnit class names map back.
     pub test_files: &'a [String],
     pub timeout: Duration,
+    pub runner: RunnerKind,
+    /// The repository's CI jobs to run after the tests, in stage order.
+    pub ci_jobs: &'a [CiJob],
+    /// Where CI job logs go (`ci/JOB.log`).
+    pub log_dir: &'a Path,
 }
 
 impl TestPlan<'_> {
     /// The command a run uses, for the logs (its plugin name differs per run).
     pub fn command_shown(&self) -> String {
-        match &self.task.test_cmd {
-            Some(cmd) => cmd.clone(),
-            None => pytest_command(self.test_files, &ResultsChannel::new(WORKSPACE)),
+        match (self.task.test_command(), self.runner) {
+            (Some(cmd), _) => cmd.to_owned(),
+            (None, RunnerKind::Pytest) => pytest_command(self.test_files, &ResultsChannel::new(WORKSPACE)),
+            (None, runner) => super::runners::default_command(runner, self.test_files).unwrap_or_default(),
         }
     }
 
-    /// Runs the tests once in a fresh environment holding `tree_tar`.
+    fn task_env(&self) -> Vec<(String, String)> {
+        let task_env = self.task.environment.as_ref().map(|e| &e.env);
+        task_env.map(|e| e.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+    }
+
+    /// Runs the tests once in a fresh environment holding `tree_tar`, then the selected CI
+    /// jobs in another.
     pub async fn run<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        tree_tar: &[u8],
+    ) -> Result<TestRun, sandbox::SandboxError> {
+        let mut run = match self.runner {
+            RunnerKind::Pytest => self.run_pytest(sandbox, tree_tar).await?,
+            runner => self.run_other(sandbox, tree_tar, runner).await?,
+        };
+        if !self.ci_jobs.is_empty() {
+            let ci = super::runners::run_ci_jobs(
+                sandbox,
+                self.spec,
+                tree_tar,
+                self.ci_jobs,
+                &self.task_env(),
+                self.timeout,
+                self.log_dir,
+            )
+            .await?;
+            if let Ok((map, _)) = run.results.as_mut() {
+                for outcome in &ci {
+                    map.insert(super::runners::CiOutcome::id(&outcome.job), outcome.status);
+                }
+            }
+            run.ci = ci;
+        }
+        Ok(run)
+    }
+
+    /// A runner whose statuses come from its own output (or the JUnit files it leaves).
+    async fn run_other<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        tree_tar: &[u8],
+        runner: RunnerKind,
+    ) -> Result<TestRun, sandbox::SandboxError> {
+        let command = self.command_shown();
+        let handle = sandbox.create(self.spec).await?;
+        let outcome = async {
+            sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
+            let request = ExecRequest {
+                cmd: vec!["sh".into(), "-c".into(), command.clone()],
+                timeout: self.timeout,
+                workdir: Some(WORKSPACE.into()),
+                env: self.task_env(),
+            };
+            let exec = sandbox.exec(&handle, &request).await?;
+            let junit_globs = self.task.environment.as_ref().map(|e| e.junit.clone()).unwrap_or_default();
+            let junit = if runner == RunnerKind::Junit && !matches!(exec.verdict, sandbox::Verdict::Timeout) {
+                super::runners::collect_junit(sandbox, &handle, &junit_globs).await?
+            } else {
+                Vec::new()
+            };
+            Ok::<_, sandbox::SandboxError>((exec, junit))
+        }
+        .await;
+        if let Err(e) = sandbox.destroy(handle).await {
+            tracing::warn!("removing a test environment failed: {e}");
+        }
+        let (exec, junit) = outcome?;
+        let results = if command.is_empty() {
+            Err(Tampered::Inconsistent(format!("the `{}` runner needs the task's test_cmd", runner.as_str())))
+        } else {
+            super::runners::statuses(runner, &exec, &junit).map(|map| (map, 0))
+        };
+        let junit_xml = junit.first().map(|(_, xml)| xml.clone());
+        Ok(TestRun { exec, results, junit_xml, ci: Vec::new() })
+    }
+
+    /// pytest, with results through the signed channel.
+    async fn run_pytest<S: Sandbox>(
         &self,
         sandbox: &S,
         tree_tar: &[u8],
@@ -81,8 +168,8 @@ impl TestPlan<'_> {
             .unwrap_or_default();
         let existing_path = task_env.and_then(|e| e.get("PYTHONPATH")).map(String::as_str);
         let mut channel_env = channel.env(existing_path);
-        let command = match &self.task.test_cmd {
-            Some(cmd) => cmd.clone(),
+        let command = match self.task.test_command() {
+            Some(cmd) => cmd.to_owned(),
             None => {
                 // Our own command passes the plugin in argv already.
                 channel_env.retain(|(k, _)| k != "PYTEST_ADDOPTS");
@@ -136,11 +223,11 @@ impl TestPlan<'_> {
             )?;
             Ok((report.statuses, report.collection_errors.len()))
         });
-        Ok(TestRun { exec, results, junit_xml })
+        Ok(TestRun { exec, results, junit_xml, ci: Vec::new() })
     }
 }
 
-fn first_file_in_tar(bytes: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn first_file_in_tar(bytes: &[u8]) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut archive = tar::Archive::new(bytes);
     for entry in archive.entries().ok()? {
@@ -156,8 +243,12 @@ fn first_file_in_tar(bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Whether the test runner itself could not run.
-fn runner_broken(exec: &ExecResult) -> Option<String> {
+fn runner_broken(exec: &ExecResult, runner: RunnerKind) -> Option<String> {
     let sandbox::Verdict::Exit(code) = exec.verdict else { return None };
+    if runner != RunnerKind::Pytest {
+        return matches!(code, 126 | 127)
+            .then(|| format!("the test command could not be started (exit {code})"));
+    }
     let log = format!("{}\n{}", exec.stdout, exec.stderr);
     if log.contains("No module named pytest") {
         return Some("pytest is not installed in the image".into());
@@ -229,9 +320,15 @@ pub async fn evaluate<S: Sandbox>(
         let _ = std::fs::write(context.log_dir.join("junit.xml"), xml);
     }
     result.test_exit = Some(run.exec.verdict.to_string());
+    result.ci_jobs = run.ci.clone();
+    let source = if context.plan.runner == RunnerKind::Pytest {
+        StatusSource::Junit
+    } else {
+        StatusSource::RunnerOutput
+    };
     let facts = RunFacts {
         exec: run.exec.verdict.clone(),
-        runner_broken: runner_broken(&run.exec),
+        runner_broken: runner_broken(&run.exec, context.plan.runner),
         results: run.results.clone().map(|(map, _)| map),
     };
     let step = verdict::first_step(
@@ -245,12 +342,12 @@ pub async fn evaluate<S: Sandbox>(
         Step::CheckBase { why, note } => {
             let base_ok = context.base_runs().await;
             if base_ok {
-                result.status_source = Some(StatusSource::Junit);
+                result.status_source = Some(source);
             }
             apply(&mut result, verdict::after_base_check(task, &facts, &why, note, base_ok));
         }
         Step::Grade { map, failing, note } => {
-            result.status_source = Some(StatusSource::Junit);
+            result.status_source = Some(source);
             let mut reruns = Vec::new();
             if !failing.is_empty() && context.flaky_reruns > 0 {
                 let reruns_started = Instant::now();

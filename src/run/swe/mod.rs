@@ -9,6 +9,7 @@
 pub mod environment;
 mod execute;
 mod prepare;
+pub mod runners;
 pub mod verdict;
 
 use std::collections::BTreeMap;
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::grade::{self, Resolution, StatusMap, StatusSource, TestsStatus, Verdict};
-use crate::patch::{self, protect::Tampering, ApplyMethod};
+use crate::patch::{protect::Tampering, ApplyMethod};
 use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
 use crate::sandbox::{EnvSpec, Limits, Sandbox};
 use crate::tasks::{self, repos, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
@@ -119,6 +120,12 @@ pub struct InstanceResult {
     #[serde(default)]
     pub tampering: Vec<Tampering>,
     pub status_source: Option<StatusSource>,
+    /// The test runner (`pytest`, `cargo`, `go`, `node`, `junit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<grade::runners::RunnerKind>,
+    /// The repository's CI jobs the task selected, each also graded as `ci:JOB`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ci_jobs: Vec<runners::CiOutcome>,
     /// How the test command ended (`exit 1`, `timeout`, ...).
     pub test_exit: Option<String>,
     /// Why, for every verdict other than resolved/unresolved (and notes for those).
@@ -364,6 +371,8 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
         flaky_tests: Vec::new(),
         tampering: Vec::new(),
         status_source: None,
+        runner: None,
+        ci_jobs: Vec::new(),
         test_exit: None,
         detail: Some(detail),
         reason: None,
@@ -382,7 +391,7 @@ async fn environment_image<S: Sandbox>(
     settings: &GradeSettings,
     task: &SweTask,
     log_dir: &Path,
-) -> Result<String, (&'static str, String)> {
+) -> Result<(String, grade::runners::RunnerKind), (&'static str, String)> {
     let planned = {
         let (locator, task) = (locator.clone(), task.clone());
         tokio::task::spawn_blocking(move || prepare::plan_environment(&locator, &task)).await
@@ -392,11 +401,12 @@ async fn environment_image<S: Sandbox>(
         Ok(Err(why)) => return Err(("environment_unknown", why)),
         Err(e) => return Err(("environment_unknown", format!("internal error while planning: {e}"))),
     };
+    let runner = environment.runner;
     match environment.image {
-        environment::ImageChoice::RunImage => Ok(settings.image.clone()),
-        environment::ImageChoice::Given(image) => Ok(image),
+        environment::ImageChoice::RunImage => Ok((settings.image.clone(), runner)),
+        environment::ImageChoice::Given(image) => Ok((image, runner)),
         environment::ImageChoice::Build(layer) => match sandbox.ensure_layer(&layer).await {
-            Ok(tag) => Ok(tag),
+            Ok(tag) => Ok((tag, runner)),
             Err(e) => {
                 if let crate::sandbox::ImageError::Build { log, .. } = &e {
                     let _ = std::fs::write(log_dir.join("environment_build.log"), log);
@@ -474,8 +484,11 @@ async fn grade_instance<S: Sandbox + 'static>(
     result.tampering = prepared.tampering.clone();
 
     let environment_started = Instant::now();
-    let image = match environment_image(&*sandbox, locator, settings, &task, &log_dir).await {
-        Ok(image) => image,
+    let (image, runner) = match environment_image(&*sandbox, locator, settings, &task, &log_dir).await {
+        Ok((image, runner)) => {
+            result.runner = Some(runner);
+            (image, runner)
+        }
         Err((reason, why)) => {
             result.verdict = Verdict::EnvError;
             result.reason = Some(reason.to_owned());
@@ -492,9 +505,35 @@ async fn grade_instance<S: Sandbox + 'static>(
         env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
         user: Default::default(),
     };
-    let test_files: Vec<String> = patch::files_touched(&task.test_patch);
-    let plan =
-        execute::TestPlan { spec: &spec, task: &task, test_files: &test_files, timeout: settings.timeout };
+    let ci_jobs = {
+        let (locator, task) = (locator.clone(), task.clone());
+        tokio::task::spawn_blocking(move || prepare::ci_jobs(&locator, &task)).await
+    };
+    let ci_jobs = match ci_jobs {
+        Ok(Ok(jobs)) => jobs,
+        Ok(Err(why)) => {
+            result.detail = Some(format!("CI jobs: {why}"));
+            return finish(result, started);
+        }
+        Err(e) => {
+            result.detail = Some(format!("internal error while reading CI jobs: {e}"));
+            return finish(result, started);
+        }
+    };
+    // pytest runs the files test_patch touches and those the graded test ids name.
+    let test_files: Vec<String> = prepare::task_test_files(&task)
+        .into_iter()
+        .filter(|f| runner != grade::runners::RunnerKind::Pytest || f.ends_with(".py"))
+        .collect();
+    let plan = execute::TestPlan {
+        spec: &spec,
+        task: &task,
+        test_files: &test_files,
+        timeout: settings.timeout,
+        runner,
+        ci_jobs: &ci_jobs,
+        log_dir: &log_dir,
+    };
     let _ = std::fs::write(log_dir.join("test_command.txt"), plan.command_shown());
     let tests_started = Instant::now();
     let first = plan.run(&*sandbox, &prepared.tar).await;

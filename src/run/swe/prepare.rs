@@ -27,8 +27,12 @@ pub enum PrepareError {
 pub fn task_test_files(task: &SweTask) -> BTreeSet<String> {
     let mut files: BTreeSet<String> = patch::files_touched(&task.test_patch).into_iter().collect();
     for id in task.fail_to_pass.iter().chain(&task.pass_to_pass) {
+        // A Rust unit test's id names the source file it lives in (`src/lib.rs::tests::x`),
+        // which the fix may need to change; only files that are tests by their path count.
         if let Some((file, _)) = id.split_once("::") {
-            files.insert(file.to_owned());
+            if file.ends_with(".py") || crate::patch::protect::is_test_path(file) {
+                files.insert(file.to_owned());
+            }
         }
     }
     files
@@ -99,4 +103,36 @@ pub fn plan_environment(
         .and_then(|c| c.tree())
         .map_err(|e| format!("reading the environment commit: {}", e.message()))?;
     super::environment::plan(&repo, &tree, task)
+}
+
+/// The CI jobs `task` selects, read from its base commit (so the prediction cannot change
+/// what they run), in run order.
+pub fn ci_jobs(locator: &RepoLocator, task: &SweTask) -> Result<Vec<crate::tasks::ci::CiJob>, String> {
+    use crate::tasks::ci;
+    if task.ci_jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let source = locator.locate(task).map_err(|e| crate::error_chain(&e))?;
+    let (repo, commit) =
+        repos::open_commit(&source, &task.repo, &task.base_commit).map_err(|e| crate::error_chain(&e))?;
+    let commit = commit.to_string();
+    let read =
+        |path: &str| repos::read_at_commit(&repo, &commit, path).and_then(|b| String::from_utf8(b).ok());
+    let workflows: Vec<String> = repos::list_files(&repo, &commit)
+        .into_iter()
+        .filter(|f| f.starts_with(".github/workflows/") && (f.ends_with(".yml") || f.ends_with(".yaml")))
+        .collect();
+    let mut jobs = Vec::new();
+    if let Some(config) = ci::gitlab(&read).map_err(|e| crate::error_chain(&e))? {
+        jobs.extend(config.jobs);
+    }
+    if let Some(config) = ci::github(&read, &workflows).map_err(|e| crate::error_chain(&e))? {
+        jobs.extend(config.jobs);
+    }
+    if jobs.is_empty() {
+        return Err(
+            "the task selects CI jobs, but the repository has no .gitlab-ci.yml or GitHub workflow".into()
+        );
+    }
+    ci::select(&ci::CiConfig { jobs }, &task.ci_jobs).map_err(|e| crate::error_chain(&e))
 }
