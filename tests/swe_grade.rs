@@ -366,6 +366,7 @@ fn a_killed_run_resumes_without_losing_or_redoing_work() {
             .stderr(std::process::Stdio::piped());
         command
     };
+    let samples = tasks::load_tasks(&issues()).unwrap().tasks.len();
     let mut child = command("gold").spawn().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(240);
     while count_lines_per_id(&results).is_empty() {
@@ -376,18 +377,18 @@ fn a_killed_run_resumes_without_losing_or_redoing_work() {
     child.kill().unwrap();
     child.wait().unwrap();
     let after_kill = count_lines_per_id(&results);
-    assert!(!after_kill.is_empty() && after_kill.len() < 3, "killed midway: {after_kill:?}");
+    assert!(!after_kill.is_empty() && after_kill.len() < samples, "killed midway: {after_kill:?}");
     assert!(!out.join("report.json").exists(), "the report is written at the end only");
 
     let resumed = command("gold").output().unwrap();
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
     let counts = count_lines_per_id(&results);
-    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert_eq!(counts.len(), samples, "{counts:?}");
     assert!(counts.values().all(|&n| n == 1), "finished instances were not graded again: {counts:?}");
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-    assert_eq!(report["summary"]["resolved"], 3);
-    assert_eq!(report["instances"].as_array().unwrap().len(), 3);
+    assert_eq!(report["summary"]["resolved"], samples);
+    assert_eq!(report["instances"].as_array().unwrap().len(), samples);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     assert!(
