@@ -120,6 +120,23 @@ pub(crate) fn spinner(message: String) -> ProgressBar {
     bar
 }
 
+/// A reader as a stream of 1 MiB chunks, for request bodies too big to hold in memory.
+pub(crate) fn chunks(
+    reader: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    futures_util::stream::unfold(reader, |mut reader| async move {
+        let mut buf = vec![0u8; 1 << 20];
+        match reader.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), reader))
+            }
+            Err(e) => Some((Err(e), reader)),
+        }
+    })
+}
+
 /// Whether an image with this reference exists locally.
 pub async fn image_exists(docker: &Docker, reference: &str) -> Result<bool, ImageError> {
     match docker.inspect_image(reference).await {
@@ -281,17 +298,7 @@ async fn bootstrap_and_import(
         status: "no stdout".into(),
         tail: String::new(),
     })?;
-    let body = futures_util::stream::unfold(stdout, |mut out| async move {
-        let mut buf = vec![0u8; 1 << 20];
-        match out.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<_, std::io::Error>(bytes::Bytes::from(buf)), out))
-            }
-            Err(e) => Some((Err(e), out)),
-        }
-    });
+    let body = chunks(stdout);
     let (repo, tag_part) = tag.split_once(':').unwrap_or((tag, "latest"));
     let options = CreateImageOptionsBuilder::default()
         .from_src("-")

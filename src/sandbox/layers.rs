@@ -129,18 +129,7 @@ async fn build_with_host_dir(
     let result = match written {
         Ok(()) => match tokio::fs::File::open(&path).await {
             Ok(file) => {
-                let body = futures_util::stream::unfold(file, |mut file| async move {
-                    use tokio::io::AsyncReadExt;
-                    let mut buf = vec![0u8; 1 << 20];
-                    match file.read(&mut buf).await {
-                        Ok(0) => None,
-                        Ok(n) => {
-                            buf.truncate(n);
-                            Some((Ok::<_, std::io::Error>(bytes::Bytes::from(buf)), file))
-                        }
-                        Err(e) => Some((Err(e), file)),
-                    }
-                });
+                let body = super::images::chunks(file);
                 run_build(docker, &spec.name, &tag, &inputs, parent, body).await
             }
             Err(e) => Err(ImageError::Io { path: path.clone(), source: e }),
