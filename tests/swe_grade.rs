@@ -55,34 +55,6 @@ fn by_id(report: &GradeReport) -> BTreeMap<String, InstanceResult> {
 }
 
 #[test]
-fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
-    runtime().block_on(async {
-        let (sandbox, image) = docker().await;
-        let dir = tempfile::tempdir().unwrap();
-        let patch = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/swe/slugger-lint-breaking.patch"),
-        )
-        .unwrap();
-        let predictions = dir.path().join("wrong.jsonl");
-        let line = serde_json::json!({"instance_id": "acme__slugger-77", "model_name_or_path": "wrong", "model_patch": patch});
-        std::fs::write(&predictions, format!("{line}\n")).unwrap();
-        let task = issues().join("slugger-ci-lint");
-        let report = grade(
-            &sandbox,
-            &plan(&task, PredictionSource::File(predictions), &dir.path().join("out"), dir.path(), &image),
-        )
-        .await;
-        let result = &report.instances[0];
-        assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
-        // The tests pass; only the lint job fails.
-        assert!(result.tests_status.fail_to_pass.failure.is_empty(), "{result:#?}");
-        assert_eq!(result.tests_status.pass_to_pass.failure, ["ci:lint"]);
-        let lint_log = dir.path().join("out").join(&result.log_dir).join("ci/lint.log");
-        assert!(std::fs::read_to_string(lint_log).unwrap().contains("imported but unused"));
-    });
-}
-
-#[test]
 fn gold_resolves_every_sample_and_empty_none() {
     runtime().block_on(async {
         let (sandbox, image) = docker().await;

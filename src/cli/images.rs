@@ -11,9 +11,19 @@ pub enum ImagesCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Build whatever is missing of the default image (base, then Python layer), or a layer
-    /// directory on top of a parent image. Unchanged layers are not rebuilt.
+    /// Build whatever is missing of the default image (base, then Python layer), a layer
+    /// directory on top of a parent image, or (with --dataset) the environment of every
+    /// instance of a dataset. Unchanged layers are not rebuilt.
     Build {
+        /// Build the environments of this dataset's instances (exit 3 if any fails).
+        #[arg(long, conflicts_with = "dir")]
+        dataset: Option<std::path::PathBuf>,
+        /// Repositories for --dataset, as in `swe grade --repos`.
+        #[arg(long, requires = "dataset")]
+        repos: Option<std::path::PathBuf>,
+        /// Environments built at once for --dataset.
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
         /// A layer directory with a Dockerfile (`FROM ${BASE}`) to build on top of --parent.
         #[arg(long, requires = "name")]
         dir: Option<std::path::PathBuf>,
@@ -32,6 +42,9 @@ pub enum ImagesCommand {
 }
 
 pub fn run(cmd: ImagesCommand) -> anyhow::Result<u8> {
+    if let ImagesCommand::Build { dataset: Some(dataset), repos, workers, .. } = cmd {
+        return build_environments(dataset, repos, workers);
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(run_async(cmd))
 }
@@ -64,7 +77,7 @@ async fn run_async(cmd: ImagesCommand) -> anyhow::Result<u8> {
                 );
             }
         }
-        ImagesCommand::Build { dir, name, parent } => {
+        ImagesCommand::Build { dir, name, parent, .. } => {
             let tag = match (dir, name) {
                 (Some(dir), Some(name)) => {
                     let parent = match parent {
@@ -91,6 +104,40 @@ async fn run_async(cmd: ImagesCommand) -> anyhow::Result<u8> {
         }
     }
     Ok(super::EXIT_OK)
+}
+
+fn build_environments(
+    dataset: std::path::PathBuf,
+    repos: Option<std::path::PathBuf>,
+    workers: usize,
+) -> anyhow::Result<u8> {
+    use repairbench::run::{pipeline, swe};
+    if workers == 0 {
+        anyhow::bail!("--workers must be at least 1");
+    }
+    let mut settings = swe::GradeSettings::new(String::new());
+    settings.workers = workers;
+    let plan = swe::GradePlan {
+        dataset,
+        predictions: repairbench::tasks::PredictionSource::Gold,
+        repos,
+        url_template: std::env::var(repairbench::env::REPO_URL_TEMPLATE).ok(),
+        cache_dir: repairbench::env::cache_dir(),
+        out: std::path::PathBuf::new(),
+        settings,
+        extra_manifest: Default::default(),
+        force: false,
+    };
+    let rows = pipeline::prebuild(plan)?;
+    let failed = rows.iter().filter(|r| r.error.is_some()).count();
+    for row in &rows {
+        match (&row.image, &row.error) {
+            (Some(image), _) => println!("{:<40} {image}", row.instance_id),
+            (None, error) => println!("{:<40} FAILED {}", row.instance_id, error.as_deref().unwrap_or("")),
+        }
+    }
+    println!("{} environments ready, {failed} failed", rows.len() - failed);
+    Ok(if failed > 0 { super::EXIT_INFRASTRUCTURE } else { super::EXIT_OK })
 }
 
 fn human_age(seconds: i64) -> String {

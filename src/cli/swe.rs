@@ -20,6 +20,20 @@ pub enum SweCommand {
     Infer(InferArgs),
     /// Infer, then grade: OUT/predictions.jsonl, then the grade outputs in OUT.
     Run(RunArgs),
+    /// Check that each instance is a fair task: gold resolves it, and without a patch every
+    /// FAIL_TO_PASS test fails while PASS_TO_PASS passes. Writes OUT/validation.json (and the
+    /// two grading runs under OUT/gold and OUT/unpatched); exits 3 if any instance is invalid.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    data: DatasetArgs,
+    #[command(flatten)]
+    options: GradeOptions,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -143,6 +157,24 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 summary.empty_patches
             );
             Ok(super::EXIT_OK)
+        }
+        SweCommand::Validate(args) => {
+            let plan = grade_plan(&args.data, PredictionSource::Gold, &args.options, &args.out)?;
+            let report = pipeline::validate(plan)?;
+            for instance in &report.instances {
+                let state = if instance.valid { "valid" } else { "INVALID" };
+                println!("{state:8} {}", instance.instance_id);
+                for problem in &instance.problems {
+                    println!("         {problem}");
+                }
+            }
+            println!(
+                "{} valid, {} invalid; report: {}",
+                report.valid,
+                report.invalid,
+                args.out.join("validation.json").display()
+            );
+            Ok(if report.invalid > 0 { super::EXIT_INFRASTRUCTURE } else { super::EXIT_OK })
         }
         SweCommand::Run(args) => {
             let predictions = args.out.join("predictions.jsonl");

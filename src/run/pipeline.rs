@@ -159,6 +159,38 @@ pub fn grade(mut plan: GradePlan) -> Result<GradeReport, PipelineError> {
     grade_in(&session, &plan)
 }
 
+/// `swe validate`: gold and the unpatched tree graded for every instance (see
+/// [`swe::validate`]); `plan.out` is the validation folder.
+pub fn validate(mut plan: GradePlan) -> Result<swe::validate::ValidationReport, PipelineError> {
+    let session = Session::start(grade_env_lifetime(&plan.settings))?;
+    let requested = Some(plan.settings.image.clone());
+    (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
+    let sandbox = Arc::new(session.sandbox.clone());
+    let mut progress = ConsoleProgress::new();
+    let validated = swe::validate::validate(sandbox, &plan, &mut progress as &mut dyn Reporter<_>);
+    Ok(session.runtime.block_on(interrupt::until_stopped(validated))?)
+}
+
+/// `images build --dataset`: every environment of `plan`'s dataset, built ahead of grading.
+pub fn prebuild(mut plan: GradePlan) -> Result<Vec<swe::prebuild::PrebuiltEnvironment>, PipelineError> {
+    let session = Session::start(grade_env_lifetime(&plan.settings))?;
+    let requested = Some(plan.settings.image.clone());
+    (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
+    let tasks = crate::tasks::load_tasks(&plan.dataset).map_err(swe::RunError::Dataset)?;
+    for skipped in &tasks.skipped {
+        eprintln!("skipped {}: {}", skipped.location, skipped.reason);
+    }
+    let locator = Arc::new(crate::tasks::RepoLocator::new(
+        plan.repos.clone(),
+        plan.url_template.clone(),
+        plan.cache_dir.clone(),
+    ));
+    let sandbox = Arc::new(session.sandbox.clone());
+    let logs = plan.cache_dir.join("logs").join("environments");
+    let built = swe::prebuild::prebuild(sandbox, tasks.tasks, locator, &plan.settings, &logs);
+    Ok(session.runtime.block_on(interrupt::until_stopped(built)))
+}
+
 fn grade_in(session: &Session, plan: &GradePlan) -> Result<GradeReport, PipelineError> {
     interrupt::note(format!(
         "finished instances are in {}; rerun the same command to resume",

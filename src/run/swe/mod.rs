@@ -8,8 +8,10 @@
 
 pub mod environment;
 mod execute;
+pub mod prebuild;
 mod prepare;
 pub mod runners;
+pub mod validate;
 pub mod verdict;
 
 use std::collections::BTreeMap;
@@ -45,6 +47,10 @@ pub struct GradeSettings {
     /// How many times failing PASS_TO_PASS tests are rerun before they count against the patch.
     pub flaky_reruns: usize,
     pub limits: Limits,
+    /// Run the tests for an empty prediction too (on the tree with only test_patch) instead of
+    /// giving `empty_patch` unrun: what `swe validate` needs.
+    #[serde(default)]
+    pub test_empty_patches: bool,
 }
 
 impl GradeSettings {
@@ -56,6 +62,7 @@ impl GradeSettings {
             workers: default_workers(),
             flaky_reruns: 2,
             limits: Limits::default(),
+            test_empty_patches: false,
         }
     }
 }
@@ -205,7 +212,15 @@ pub fn fingerprint(task: &SweTask, prediction: &Prediction, settings: &GradeSett
         .value("task", task)
         .bytes("prediction", prediction.patch().as_bytes())
         .id("image", settings.image_id.as_deref().filter(|_| image == settings.image).unwrap_or(&image))
-        .value("settings", &(settings.timeout.as_secs_f64(), settings.flaky_reruns, &settings.limits));
+        .value(
+            "settings",
+            &(
+                settings.timeout.as_secs_f64(),
+                settings.flaky_reruns,
+                &settings.limits,
+                settings.test_empty_patches,
+            ),
+        );
     if let Some(bundle) = &task.bundle {
         builder = builder.bytes("repository", &std::fs::read(bundle).unwrap_or_default());
     }
@@ -227,7 +242,7 @@ impl StoredRecord for InstanceResult {
 }
 
 /// File-system-safe form of an instance id for log folders.
-fn safe_name(id: &str) -> String {
+pub fn safe_name(id: &str) -> String {
     id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
 }
 
@@ -385,7 +400,7 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
 
 /// The image `task`'s tests run in: its own, the run's, or one built from its repository
 /// (the build log goes to `environment_build.log`). Errors are `(reason, detail)`.
-async fn environment_image<S: Sandbox>(
+pub async fn environment_image<S: Sandbox>(
     sandbox: &S,
     locator: &Arc<RepoLocator>,
     settings: &GradeSettings,
@@ -409,6 +424,7 @@ async fn environment_image<S: Sandbox>(
             Ok(tag) => Ok((tag, runner)),
             Err(e) => {
                 if let crate::sandbox::ImageError::Build { log, .. } = &e {
+                    let _ = std::fs::create_dir_all(log_dir);
                     let _ = std::fs::write(log_dir.join("environment_build.log"), log);
                 }
                 Err(("environment_build_failed", crate::error_chain(&e)))
@@ -446,7 +462,8 @@ async fn grade_instance<S: Sandbox + 'static>(
         result
     };
 
-    if prediction.patch().trim().is_empty() {
+    let unpatched = prediction.patch().trim().is_empty();
+    if unpatched && !settings.test_empty_patches {
         result.verdict = Verdict::EmptyPatch;
         result.detail = Some("the prediction has no patch; nothing was run".into());
         result.tests_status = grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &StatusMap::new());
@@ -455,7 +472,8 @@ async fn grade_instance<S: Sandbox + 'static>(
 
     let prepared = {
         let (locator, task, patch_text) = (locator.clone(), task.clone(), prediction.patch().to_owned());
-        tokio::task::spawn_blocking(move || prepare::prepare(&locator, &task, Some(&patch_text))).await
+        let patch = (!unpatched).then_some(patch_text);
+        tokio::task::spawn_blocking(move || prepare::prepare(&locator, &task, patch.as_deref())).await
     };
     result.timings.prepare_s = started.elapsed().as_secs_f64();
     let prepared = match prepared {

@@ -1,0 +1,91 @@
+//! `images build --dataset`: builds every environment a dataset needs before any grading, at
+//! most `workers` at once, with a progress bar. Instances that share an environment share its
+//! image (the build of a tag already made or under way is not repeated).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::run::scheduler::run_pool;
+use crate::sandbox::Sandbox;
+use crate::tasks::{RepoLocator, SweTask};
+
+use super::{environment_image, safe_name, GradeSettings};
+
+/// One instance's environment.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrebuiltEnvironment {
+    pub instance_id: String,
+    /// The image its tests run in.
+    pub image: Option<String>,
+    pub runner: Option<crate::grade::runners::RunnerKind>,
+    /// Why there is none (`environment_build_failed: ...`).
+    pub error: Option<String>,
+}
+
+/// Builds the environment of every task; build logs of failures go to
+/// `log_root/INSTANCE/environment_build.log`.
+pub async fn prebuild<S: Sandbox + 'static>(
+    sandbox: Arc<S>,
+    tasks: Vec<SweTask>,
+    locator: Arc<RepoLocator>,
+    settings: &GradeSettings,
+    log_root: &Path,
+) -> Vec<PrebuiltEnvironment> {
+    let bar = indicatif::ProgressBar::new(tasks.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("environments [{bar:30}] {pos}/{len} {elapsed} {wide_msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let ids: Vec<String> = tasks.iter().map(|t| t.instance_id.clone()).collect();
+    let settings = Arc::new(settings.clone());
+    let log_root = Arc::new(log_root.to_owned());
+    let done = run_pool(
+        tasks,
+        settings.workers,
+        |_, task: SweTask| {
+            let (sandbox, locator, settings, log_root) =
+                (sandbox.clone(), locator.clone(), settings.clone(), log_root.clone());
+            async move {
+                let log_dir = log_root.join(safe_name(&task.instance_id));
+                let built = environment_image(&*sandbox, &locator, &settings, &task, &log_dir).await;
+                Ok::<_, std::convert::Infallible>(match built {
+                    Ok((image, runner)) => PrebuiltEnvironment {
+                        instance_id: task.instance_id,
+                        image: Some(image),
+                        runner: Some(runner),
+                        error: None,
+                    },
+                    Err((reason, why)) => PrebuiltEnvironment {
+                        instance_id: task.instance_id,
+                        image: None,
+                        runner: None,
+                        error: Some(format!("{reason}: {why}")),
+                    },
+                })
+            }
+        },
+        |_, row| {
+            bar.inc(1);
+            if let Ok(row) = row {
+                bar.set_message(row.instance_id.clone());
+            }
+        },
+    )
+    .await;
+    bar.finish_and_clear();
+    done.into_iter()
+        .zip(ids)
+        .map(|(row, instance_id)| match row {
+            Ok(row) => row,
+            Err(e) => PrebuiltEnvironment {
+                instance_id,
+                image: None,
+                runner: None,
+                error: Some(format!("internal error: {e}")),
+            },
+        })
+        .collect()
+}

@@ -1,0 +1,150 @@
+//! Environments built from task repositories, and `swe validate`, on the real Docker engine.
+//! The sample tasks of every runner are graded by `swe_grade`; these cover what goes wrong.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use repairbench::grade::Verdict;
+use repairbench::report::ConsoleProgress;
+use repairbench::run::swe::{self, GradePlan, GradeSettings};
+use repairbench::sandbox::{images, DockerSandbox};
+use repairbench::tasks::PredictionSource;
+
+fn sample(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("issues").join(name)
+}
+
+/// A task folder under `root` made from the sample `from`, its task.json changed by `edit`.
+fn task_folder(root: &Path, from: &str, id: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let dir = root.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(sample(from).join("repo.bundle"), dir.join("repo.bundle")).unwrap();
+    let mut task: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sample(from).join("task.json")).unwrap()).unwrap();
+    task["instance_id"] = id.into();
+    edit(&mut task);
+    std::fs::write(dir.join("task.json"), serde_json::to_string_pretty(&task).unwrap()).unwrap();
+}
+
+fn plan(dataset: &Path, out: &Path, image: &str) -> GradePlan {
+    let mut settings = GradeSettings::new(image);
+    settings.timeout = Duration::from_secs(120);
+    settings.workers = 2;
+    GradePlan {
+        dataset: dataset.to_owned(),
+        predictions: PredictionSource::Gold,
+        repos: None,
+        url_template: Some(format!("{}/no-remote/{{repo}}", out.display())),
+        cache_dir: out.join("cache"),
+        out: out.join("out"),
+        settings,
+        extra_manifest: BTreeMap::new(),
+        force: false,
+    }
+}
+
+async fn docker() -> (Arc<DockerSandbox>, String) {
+    let sandbox = DockerSandbox::connect().await.expect("the Docker engine must be running for these tests");
+    let image = images::ensure_default_image(sandbox.docker()).await.expect("default Python image");
+    (Arc::new(sandbox), image)
+}
+
+#[test]
+fn a_failed_environment_build_is_env_error_with_its_step_and_log() {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = dir.path().join("tasks");
+        task_folder(&tasks, "textkit-slugify", "acme__textkit-badenv", |task| {
+            task["environment"] = serde_json::json!({"pip": ["repairbench-no-such-package-zz9"]});
+        });
+        let report = swe::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
+            .await
+            .unwrap();
+        let result = &report.instances[0];
+        assert_eq!(result.verdict, Verdict::EnvError, "{result:#?}");
+        assert_eq!(result.reason.as_deref(), Some("environment_build_failed"));
+        let detail = result.detail.as_deref().unwrap();
+        assert!(
+            detail.contains("at `RUN pip install") && detail.contains("repairbench-no-such-package-zz9"),
+            "{detail}"
+        );
+        let log = std::fs::read_to_string(
+            dir.path().join("out").join(&result.log_dir).join("environment_build.log"),
+        )
+        .unwrap();
+        assert!(log.contains("No matching distribution found"), "{log}");
+    });
+}
+
+#[test]
+fn validate_accepts_fair_tasks_and_names_what_is_wrong_with_the_others() {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = dir.path().join("tasks");
+        task_folder(&tasks, "textkit-slugify", "acme__textkit-fair", |_| {});
+        task_folder(&tasks, "textkit-slugify", "acme__textkit-nogold", |task| task["patch"] = "".into());
+        // A test that already passes listed as FAIL_TO_PASS: the task does not test the fix.
+        task_folder(&tasks, "textkit-slugify", "acme__textkit-weak", |task| {
+            let mut f2p: Vec<String> = serde_json::from_str(task["FAIL_TO_PASS"].as_str().unwrap()).unwrap();
+            f2p.push("tests/test_slug.py::test_simple_words".into());
+            task["FAIL_TO_PASS"] = serde_json::to_string(&f2p).unwrap().into();
+        });
+        let mut plan = plan(&tasks, dir.path(), &image);
+        plan.out = dir.path().join("validation");
+        let report = swe::validate::validate(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let by_id: BTreeMap<&str, &swe::validate::InstanceValidation> =
+            report.instances.iter().map(|v| (v.instance_id.as_str(), v)).collect();
+        assert_eq!((report.valid, report.invalid), (1, 2), "{report:#?}");
+        assert!(by_id["acme__textkit-fair"].valid);
+        assert!(by_id["acme__textkit-nogold"].problems[0].contains("gold does not resolve it"));
+        assert_eq!(
+            by_id["acme__textkit-weak"].fail_to_pass_passing_unpatched,
+            ["tests/test_slug.py::test_simple_words"]
+        );
+        for file in ["validation.json", "gold/report.json", "unpatched/report.json"] {
+            assert!(plan.out.join(file).is_file(), "{file}");
+        }
+    });
+}
+
+#[test]
+fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let patch = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/swe/slugger-lint-breaking.patch"),
+        )
+        .unwrap();
+        let predictions = dir.path().join("wrong.jsonl");
+        let line = serde_json::json!({"instance_id": "acme__slugger-77", "model_name_or_path": "wrong", "model_patch": patch});
+        std::fs::write(&predictions, format!("{line}\n")).unwrap();
+        let mut plan = plan(&sample("slugger-ci-lint"), dir.path(), &image);
+        plan.predictions = PredictionSource::File(predictions);
+        let report = swe::grade(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let result = &report.instances[0];
+        assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
+        // The tests pass; only the lint job fails.
+        assert!(result.tests_status.fail_to_pass.failure.is_empty(), "{result:#?}");
+        assert_eq!(result.tests_status.pass_to_pass.failure, ["ci:lint"]);
+        let lint_log = dir.path().join("out").join(&result.log_dir).join("ci/lint.log");
+        assert!(std::fs::read_to_string(lint_log).unwrap().contains("imported but unused"));
+    });
+}
+
+#[test]
+fn images_build_prepares_every_environment_of_a_dataset() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repairbench"))
+        .args(["images", "build", "--dataset"])
+        .arg(sample("ledger-src-layout"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("acme__ledger-58") && stdout.contains("repairbench/env-python:"), "{stdout}");
+    assert!(stdout.contains("1 environments ready, 0 failed"), "{stdout}");
+}
