@@ -18,6 +18,38 @@ pub mod stats;
 pub mod suites;
 pub mod tasks;
 
+/// `text` without terminal escape sequences (colours, cursor moves): tools run by the
+/// sandbox may colour their output, and readers of logs and reports want the words.
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        // CSI: ESC [ parameters... final byte in @..~; otherwise ESC and one or two characters.
+        if chars.next_if_eq(&'[').is_some() {
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else if let Some('(' | ')') = chars.next() {
+            // A character set designation: ESC ( B.
+            chars.next();
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[test]
+fn colours_are_stripped_and_words_kept() {
+    let line = "\u{1b}[36m\u{1b}[1m==== short test summary info ====\u{1b}[0m and \u{1b}(B";
+    assert_eq!(strip_ansi(line), "==== short test summary info ==== and ");
+}
+
 /// An error and its `#[source]` chain on one line (`outer: cause: root cause`), for reports
 /// and logs that keep text only.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

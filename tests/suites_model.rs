@@ -58,6 +58,13 @@ fn mmlu_fixture_is_scored_per_subject_and_reproducibly() {
         assert!(r.prompt.contains("Answer: "), "one-shot prompt: {}", r.prompt);
         assert_eq!(r.choices[0].continuation, " A");
     }
+    // The CI views, from the same records: per-subject table, one test case per item.
+    let md = std::fs::read_to_string(dir.path().join("a/report.md")).unwrap();
+    assert!(md.contains("acc per subject") && md.contains("| elementary_mathematics |"), "{md}");
+    let xml = std::fs::read_to_string(dir.path().join("a/junit.xml")).unwrap();
+    let right = recs.iter().filter(|r| r.scores["acc"] > 0.0).count();
+    assert_eq!(xml.matches("<testcase").count(), 5, "{xml}");
+    assert_eq!(xml.matches("<failure").count(), 5 - right, "{xml}");
 
     // Same run again, into another directory: identical per-item results, byte for byte.
     let mut again = opts.clone();

@@ -80,7 +80,8 @@ impl ResultsChannel {
 
     /// pytest arguments that load the plugin and print the summary it is checked against.
     pub fn pytest_args(&self) -> Vec<String> {
-        ["-p", &self.module(), "-rA", "-p", "no:cacheprovider", "-o", "junit_family=xunit1"]
+        // `--color=no` after the project's own addopts wins over a `--color=yes` there.
+        ["-p", &self.module(), "-rA", "--color=no", "-p", "no:cacheprovider", "-o", "junit_family=xunit1"]
             .iter()
             .map(|s| s.to_string())
             .collect()

@@ -57,7 +57,9 @@ pub fn parse_summary(log: &str) -> Option<StatusMap> {
 /// [`parse_summary`], also reading `XPASS` lines as passed (as the JUnit report has them),
 /// for checking the report against the summary.
 pub fn parse_summary_outcomes(log: &str) -> Option<StatusMap> {
-    summary_lines(log, |line, map| match line.strip_prefix("XPASS") {
+    // A project's `addopts = --color=yes` colours the summary even though we ask for none.
+    let log = crate::strip_ansi(log);
+    summary_lines(&log, |line, map| match line.strip_prefix("XPASS") {
         Some(rest) => read_status_line(&format!("PASSED{rest}"), map),
         None => read_line(line, map),
     })

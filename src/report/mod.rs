@@ -5,6 +5,9 @@
 //! hands them to [`Reporter`]s; [`JsonlAppender`] makes a run resumable, [`ConsoleProgress`]
 //! shows it.
 
+pub mod junit;
+pub mod markdown;
+
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -161,14 +164,20 @@ pub fn read_jsonl<R: DeserializeOwned>(path: &Path) -> (Vec<R>, Vec<String>) {
 /// Writes `value` as pretty JSON through a temporary file and a rename, so readers never see a
 /// half-written file.
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), ReportError> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|source| ReportError::Serialize { path: path.to_owned(), source })?;
+    text.push('\n');
+    write_text_atomic(path, &text)
+}
+
+/// Writes `text` through a temporary file and a rename.
+pub fn write_text_atomic(path: &Path, text: &str) -> Result<(), ReportError> {
     let write_err = |source| ReportError::Write { path: path.to_owned(), source };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(write_err)?;
     }
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|source| ReportError::Serialize { path: path.to_owned(), source })?;
-    text.push('\n');
-    let partial = path.with_extension("json.partial");
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
     std::fs::write(&partial, text).map_err(write_err)?;
     std::fs::rename(&partial, path).map_err(write_err)
 }

@@ -110,6 +110,9 @@ async fn build_with_host_dir(
     marker.push(("host/.include".into(), host_dir.include.join("\n").into_bytes()));
     let inputs = layer_inputs_hash(&parent_id, &marker);
     let tag = format!("repairbench/{}:{inputs}", spec.name);
+    if let Some(failure) = failed_before(&tag) {
+        return Err(failure);
+    }
     if image_exists(docker, &tag).await? {
         return Ok(tag);
     }
@@ -230,6 +233,9 @@ pub(crate) async fn build_layer_sorted(
         docker.inspect_image(parent).await.map_err(api("inspect parent image"))?.id.unwrap_or_default();
     let inputs = layer_inputs_hash(&parent_id, files);
     let tag = format!("repairbench/{name}:{inputs}");
+    if let Some(failure) = failed_before(&tag) {
+        return Err(failure);
+    }
     if image_exists(docker, &tag).await? {
         return Ok(tag);
     }
@@ -247,7 +253,48 @@ pub(crate) async fn build_layer_sorted(
 }
 
 /// Sends one build to the engine and follows it to the end.
+/// Builds that failed in this process, by tag: a failing environment shared by many instances
+/// (or graded twice, as `swe validate` does) is tried once, not once per instance.
+static FAILED_BUILDS: std::sync::Mutex<Vec<(String, FailedBuild)>> = std::sync::Mutex::new(Vec::new());
+
+#[derive(Clone)]
+struct FailedBuild {
+    layer: String,
+    step: Option<String>,
+    message: String,
+    log: String,
+}
+
+fn failed_before(tag: &str) -> Option<ImageError> {
+    let failed = FAILED_BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    failed.iter().find(|(t, _)| t == tag).map(|(_, f)| {
+        let f = f.clone();
+        ImageError::Build { layer: f.layer, step: f.step, message: f.message, log: f.log }
+    })
+}
+
 async fn run_build(
+    docker: &Docker,
+    name: &str,
+    tag: &str,
+    inputs: &str,
+    parent: &str,
+    context: impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
+) -> Result<String, ImageError> {
+    let built = build_once(docker, name, tag, inputs, parent, context).await;
+    if let Err(ImageError::Build { layer, step, message, log }) = &built {
+        let failure = FailedBuild {
+            layer: layer.clone(),
+            step: step.clone(),
+            message: message.clone(),
+            log: log.clone(),
+        };
+        FAILED_BUILDS.lock().unwrap_or_else(|e| e.into_inner()).push((tag.to_owned(), failure));
+    }
+    built
+}
+
+async fn build_once(
     docker: &Docker,
     name: &str,
     tag: &str,
@@ -276,7 +323,7 @@ async fn run_build(
     let failed = |log: &BuildLog, message: String| ImageError::Build {
         layer: name.to_string(),
         step: log.step.clone(),
-        message: format!("{message}\nlast output:\n{}", log.tail(15)),
+        message: format!("{}\nlast output:\n{}", crate::strip_ansi(&message), log.tail(15)),
         log: log.text.clone(),
     };
     while let Some(item) = stream.next().await {
@@ -335,6 +382,7 @@ impl BuildLog {
     }
 
     fn push(&mut self, line: &str) {
+        let line = &crate::strip_ansi(line);
         // The classic builder announces each instruction as `Step N/M : INSTRUCTION`.
         if let Some((_, instruction)) = line.trim().strip_prefix("Step ").and_then(|l| l.split_once(" : ")) {
             self.step = Some(instruction.to_string());

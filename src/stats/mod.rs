@@ -14,6 +14,20 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
     1.0 - product
 }
 
+/// Wilson score 95% interval of a proportion `successes / n` (sensible near 0 and 1, unlike
+/// the normal approximation); `(0, 1)` when `n` is 0.
+pub fn wilson_95(successes: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let (n, p) = (n as f64, successes as f64 / n as f64);
+    let denominator = 1.0 + z * z / n;
+    let center = (p + z * z / (2.0 * n)) / denominator;
+    let half = z * ((p * (1.0 - p) / n) + z * z / (4.0 * n * n)).sqrt() / denominator;
+    ((center - half).max(0.0), (center + half).min(1.0))
+}
+
 /// Arithmetic mean (0 for an empty slice).
 pub fn mean(values: &[f64]) -> f64 {
     if values.is_empty() {
@@ -84,6 +98,16 @@ impl SeedSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wilson_interval_matches_hand_computed_values() {
+        // 4 of 8: center 0.5, half-width z*sqrt(0.25/8 + z^2/256)/(1 + z^2/8).
+        let (lo, hi) = wilson_95(4, 8);
+        assert!((lo - 0.215_2).abs() < 1e-3 && (hi - 0.784_8).abs() < 1e-3, "{lo} {hi}");
+        let (lo, hi) = wilson_95(0, 10);
+        assert!(lo == 0.0 && (hi - 0.277_5).abs() < 1e-3, "{hi}");
+        assert_eq!(wilson_95(0, 0), (0.0, 1.0));
+    }
 
     #[test]
     fn pass_at_k_matches_human_eval() {

@@ -20,6 +20,7 @@ use super::def::SuiteKind;
 use super::metrics::{aggregate, Aggregate, MetricResult};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
 use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
+use super::reports::{count_outcomes, outcome_label};
 use super::source::DataSource;
 use super::SuiteError;
 
@@ -469,7 +470,8 @@ pub fn evaluate_with(
         });
         crate::report::write_json_atomic(&results_path, &results)
     });
-    let mut subscribers = Fanout::new(vec![&mut results_json, reporter]);
+    let mut report_files = super::reports::report_files(&opts.out, &suite.def.name, &seeds, &doc_ids);
+    let mut subscribers = Fanout::new(vec![&mut results_json, &mut report_files, reporter]);
     let mut kernel =
         Kernel::open(&format!("eval {}", suite.def.name), &samples_path, opts.force, &mut subscribers)
             .map_err(SuiteError::Report)?;
@@ -553,7 +555,11 @@ pub fn evaluate_with(
 }
 
 /// The metrics of a finished run: per seed, the records of `doc_ids` in order.
-fn aggregate_run(records: &BTreeMap<String, SampleRecord>, seeds: &[u64], doc_ids: &[String]) -> Aggregate {
+pub(super) fn aggregate_run(
+    records: &BTreeMap<String, SampleRecord>,
+    seeds: &[u64],
+    doc_ids: &[String],
+) -> Aggregate {
     let per_seed: Vec<(u64, Vec<&SampleRecord>)> = seeds
         .iter()
         .map(|&s| (s, doc_ids.iter().filter_map(|id| records.get(&SampleRecord::key_of(s, id))).collect()))
@@ -563,25 +569,6 @@ fn aggregate_run(records: &BTreeMap<String, SampleRecord>, seeds: &[u64], doc_id
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), SuiteError> {
     crate::report::write_json_atomic(path, value).map_err(SuiteError::Report)
-}
-
-/// The label and success of a record for events: the first metric's value.
-fn outcome_label(record: &SampleRecord) -> (String, bool) {
-    let primary =
-        ["pass@1", "acc", "exact_match"].iter().find_map(|m| record.scores.get(*m).map(|v| (*m, *v)));
-    match primary {
-        Some((metric, value)) => (format!("{metric} {value}"), value > 0.0),
-        None => ("done".into(), true),
-    }
-}
-
-fn count_outcomes(records: &BTreeMap<String, SampleRecord>) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for record in records.values() {
-        let (_, success) = outcome_label(record);
-        *counts.entry(if success { "right" } else { "wrong" }.to_owned()).or_default() += 1;
-    }
-    counts
 }
 
 /// The slice of HumanEval the top-level `repairbench run` shows: the first `limit` problems,

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod metrics;
 pub mod prompt;
 pub mod record;
+pub mod reports;
 pub mod source;
 pub mod template;
 

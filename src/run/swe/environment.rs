@@ -83,18 +83,20 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
             ));
         }
     }
-    let tree_tar =
-        crate::patch::tree::tree_tar(repo, tree).map_err(|e| format!("packing the tree: {}", e.message()))?;
+    let repo_tree = RepoTree {
+        tar: crate::patch::tree::tree_tar(repo, tree)
+            .map_err(|e| format!("packing the tree: {}", e.message()))?,
+        paths: tracked_paths(tree),
+    };
     let (layer, env) = match runner {
-        RunnerKind::Pytest => (python_layer(&files, &extras, tree_tar), Vec::new()),
-        RunnerKind::Cargo => (Some(cargo_layer(&extras, tree_tar)?), Vec::new()),
-        RunnerKind::Go => (Some(go_layer(&extras, tree_tar)), Vec::new()),
-        RunnerKind::Node => (Some(node_layer(&files, &extras, tree_tar)), Vec::new()),
+        RunnerKind::Pytest => (python_layer(&files, &extras, repo_tree), Vec::new()),
+        RunnerKind::Cargo => (Some(cargo_layer(&extras, repo_tree)?), Vec::new()),
+        RunnerKind::Go => (Some(go_layer(&extras, repo_tree)), Vec::new()),
+        RunnerKind::Node => (Some(node_layer(&files, &extras, repo_tree)), Vec::new()),
         // A JUnit-writing tool brings its own image, or installs through `apt`/`install`.
-        RunnerKind::Junit => (
-            Some(repo_layer("env-junit", ParentImage::Default, &extras, tree_tar, &[], &[], &[])),
-            Vec::new(),
-        ),
+        RunnerKind::Junit => {
+            (Some(repo_layer("env-junit", ParentImage::Default, &extras, repo_tree, &[], &[])), Vec::new())
+        }
     };
     let image = match layer {
         Some(layer) => ImageChoice::Build(layer),
@@ -182,7 +184,7 @@ fn shell_words(words: &[String]) -> String {
 
 /// The layer installing a Python project into a venv, or `None` when the default image runs
 /// its tests as they are (nothing declared to install).
-fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u8>) -> Option<LayerSpec> {
+fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: RepoTree) -> Option<LayerSpec> {
     let project = python_project(files, &files.root_names());
     let asked = !extras.pip.is_empty() || !extras.apt.is_empty() || !extras.install.is_empty();
     if !project.needs_install && !asked {
@@ -200,7 +202,10 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u
         format!("RUN python3 -m venv {VENV} && {VENV}/bin/pip install --no-cache-dir pytest"),
         format!("ENV PATH={VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={VENV}"),
         "ADD tree.tar /workspace/".to_owned(),
+        "COPY tree-files /tmp/rb-tree-files".to_owned(),
         "WORKDIR /workspace".to_owned(),
+        // The tree has no .git: version-from-git build backends get a fixed version instead.
+        "ENV SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 PDM_BUILD_SCM_VERSION=0.0.0".to_owned(),
     ];
     for requirements in &project.requirement_files {
         steps.push(format!("RUN pip install --no-cache-dir -r {requirements}"));
@@ -222,23 +227,21 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u
     // What was installed is in the build log; the workspace is emptied, since every test run
     // gets the tree under test copied into a fresh one.
     steps.push("RUN pip freeze --all".to_owned());
-    steps.push("RUN find /workspace -mindepth 1 -delete".to_owned());
+    steps.push(REMOVE_TRACKED.to_owned());
     steps.push("USER sandbox".to_owned());
     let dockerfile = steps.join("\n") + "\n";
-    Some(LayerSpec::new("env-python", context(dockerfile, tree_tar), ParentImage::Default))
+    Some(LayerSpec::new("env-python", context(dockerfile, repo_tree), ParentImage::Default))
 }
 
 /// A layer holding the repository at its environment commit with `prepare` run in it (network
-/// on), then the task's extras; the workspace is then emptied except for `keep` (caches the
-/// tests use: a warm `target/`, `node_modules`), since each run copies the tree under test
-/// into it. `after` sets the environment tests run with.
+/// on), then the task's extras; then the tree's own files are removed ([`REMOVE_TRACKED`]).
+/// `after` sets the environment tests run with.
 fn repo_layer(
     name: &str,
     parent: ParentImage,
     extras: &TaskEnvironment,
-    tree_tar: Vec<u8>,
+    repo_tree: RepoTree,
     prepare: &[String],
-    keep: &[&str],
     after: &[String],
 ) -> LayerSpec {
     let mut steps = vec!["ARG BASE".to_owned(), "FROM ${BASE}".to_owned()];
@@ -249,19 +252,17 @@ fn repo_layer(
         steps.push(apt_step(&[], &extras.apt));
     }
     steps.push("ADD tree.tar /workspace/".to_owned());
+    steps.push("COPY tree-files /tmp/rb-tree-files".to_owned());
     steps.push("WORKDIR /workspace".to_owned());
     steps.extend(prepare.iter().cloned());
     for command in &extras.install {
         steps.push(format!("RUN {command}"));
     }
-    let kept: String = keep.iter().map(|k| format!(" ! -name {k}")).collect();
-    steps.push(format!(
-        "RUN find /workspace -mindepth 1 -maxdepth 1{kept} -exec rm -rf {{}} + && chown -R sandbox:sandbox /workspace"
-    ));
+    steps.push(REMOVE_TRACKED.to_owned());
     steps.extend(after.iter().cloned());
     steps.push("USER sandbox".to_owned());
     let dockerfile = steps.join("\n") + "\n";
-    LayerSpec::new(name, context(dockerfile, tree_tar), parent)
+    LayerSpec::new(name, context(dockerfile, repo_tree), parent)
 }
 
 /// The toolchain of the host's `rustc` (rustup's, usually), copied into a layer with a C
@@ -303,7 +304,7 @@ fn rust_toolchain() -> Result<LayerSpec, String> {
 
 /// Dependencies fetched with the network (`cargo fetch`), the tests built once so the
 /// dependencies are compiled in the kept `target/`; tests then run `--offline`.
-fn cargo_layer(extras: &TaskEnvironment, tree_tar: Vec<u8>) -> Result<LayerSpec, String> {
+fn cargo_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpec, String> {
     let toolchain = rust_toolchain()?;
     let prepare = vec![
         "ENV CARGO_HOME=/workspace/.cargo-home".to_owned(),
@@ -311,20 +312,12 @@ fn cargo_layer(extras: &TaskEnvironment, tree_tar: Vec<u8>) -> Result<LayerSpec,
         // The base commit may not build its tests; what compiled is still reused.
         "RUN cargo test --offline --no-run || true".to_owned(),
     ];
-    Ok(repo_layer(
-        "env-cargo",
-        ParentImage::Layer(Box::new(toolchain)),
-        extras,
-        tree_tar,
-        &prepare,
-        &["target", ".cargo-home"],
-        &[],
-    ))
+    Ok(repo_layer("env-cargo", ParentImage::Layer(Box::new(toolchain)), extras, repo_tree, &prepare, &[]))
 }
 
 /// Debian's Go; modules downloaded with the network (through the host's `GOPROXY` when set),
 /// the build cache warmed; tests then run with `GOPROXY=off`.
-fn go_layer(extras: &TaskEnvironment, tree_tar: Vec<u8>) -> LayerSpec {
+fn go_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> LayerSpec {
     let prepare = vec![
         apt_step(&["golang-go".into(), "ca-certificates".into()], &[]),
         "ENV GOPATH=/workspace/.go GOCACHE=/workspace/.go/cache".to_owned(),
@@ -332,12 +325,12 @@ fn go_layer(extras: &TaskEnvironment, tree_tar: Vec<u8>) -> LayerSpec {
         "RUN go test -count=1 -run '^$' ./... || true".to_owned(),
     ];
     let after = vec!["ENV GOPROXY=off GOFLAGS=-mod=readonly".to_owned()];
-    repo_layer("env-go", ParentImage::Default, extras, tree_tar, &prepare, &[".go"], &after)
+    repo_layer("env-go", ParentImage::Default, extras, repo_tree, &prepare, &after)
 }
 
 /// Debian's Node; `npm ci` (through the host's `NPM_CONFIG_REGISTRY` when set) only when
 /// package.json declares dependencies.
-fn node_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u8>) -> LayerSpec {
+fn node_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: RepoTree) -> LayerSpec {
     let declares_dependencies = files
         .read("package.json")
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
@@ -353,7 +346,7 @@ fn node_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, tree_tar: Vec<u8>
         prepare.push("RUN if [ -f package-lock.json ]; then npm ci; else npm install; fi".to_owned());
     }
     prepare.insert(0, apt_step(&packages, &[]));
-    repo_layer("env-node", ParentImage::Default, extras, tree_tar, &prepare, &["node_modules"], &[])
+    repo_layer("env-node", ParentImage::Default, extras, repo_tree, &prepare, &[])
 }
 
 /// Where layers put the host's certificate authorities, and the variables that make pip,
@@ -374,14 +367,42 @@ fn host_ca_bundle() -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// A layer's build context: its Dockerfile, the tree, the host's CA bundle.
-fn context(dockerfile: String, tree_tar: Vec<u8>) -> crate::sandbox::images::LayerFiles {
+/// A layer's build context: its Dockerfile, the tree and the list of its files, the host's
+/// CA bundle.
+fn context(dockerfile: String, tree: RepoTree) -> crate::sandbox::images::LayerFiles {
     vec![
         ("Dockerfile".into(), dockerfile.into_bytes()),
         ("host-ca.pem".into(), host_ca_bundle()),
-        ("tree.tar".into(), tree_tar),
+        ("tree-files".into(), tree.paths.join("\0").into_bytes()),
+        ("tree.tar".into(), tree.tar),
     ]
 }
+
+/// The repository tree an environment is built from.
+struct RepoTree {
+    tar: Vec<u8>,
+    /// Every file and link the tree holds.
+    paths: Vec<String>,
+}
+
+fn tracked_paths(tree: &Tree<'_>) -> Vec<String> {
+    let mut paths = Vec::new();
+    let _ = tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.kind() == Some(git2::ObjectType::Blob) {
+            if let Ok(name) = entry.name() {
+                paths.push(format!("{dir}{name}"));
+            }
+        }
+        git2::TreeWalkResult::Ok
+    });
+    paths
+}
+
+/// The last step of every environment layer: the tree's own files are removed, since each
+/// test run copies the tree under test into a fresh workspace; what the build made stays (a
+/// warm `target/`, `node_modules`, a version file written at install time, built extensions).
+const REMOVE_TRACKED: &str = "RUN xargs -0 rm -f -- < /tmp/rb-tree-files && rm /tmp/rb-tree-files \\\n    \
+&& find /workspace -mindepth 1 -type d -empty -delete && chown -R sandbox:sandbox /workspace";
 
 fn apt_step(always: &[String], asked: &[String]) -> String {
     let packages: Vec<String> = always.iter().chain(asked).cloned().collect();
@@ -486,8 +507,10 @@ mod tests {
         assert!(dockerfile.contains("'pyflakes==3.2.0'"), "{dockerfile}");
         assert!(dockerfile.contains("'python3-venv' 'libpq-dev'"), "{dockerfile}");
         assert!(!dockerfile.contains("docs"), "only test extras: {dockerfile}");
-        // The workspace is emptied: each run copies the tree under test into a fresh one.
-        assert!(dockerfile.contains("find /workspace -mindepth 1 -delete"));
+        // The tree's own files go (each run copies the tree under test in); what the build
+        // made stays.
+        assert!(dockerfile.contains("xargs -0 rm -f -- < /tmp/rb-tree-files"));
+        assert!(dockerfile.contains("SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0"));
     }
 
     #[test]

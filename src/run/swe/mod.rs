@@ -10,6 +10,7 @@ pub mod environment;
 mod execute;
 pub mod prebuild;
 mod prepare;
+pub mod reports;
 pub mod runners;
 pub mod validate;
 pub mod verdict;
@@ -286,11 +287,18 @@ pub async fn grade<S: Sandbox + 'static>(
     std::fs::create_dir_all(&plan.out)
         .map_err(|source| RunError::Report(report::ReportError::Write { path: plan.out.clone(), source }))?;
     write_manifest(plan, &task_set.tasks).map_err(RunError::Report)?;
-    let report_path = plan.out.join("report.json");
+    let out = plan.out.clone();
+    // report.json, report.md and junit.xml: the final files, each a subscriber of the run.
     let mut report_json = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
-        report::write_json_atomic(&report_path, &GradeReport::from_run(run))
+        report::write_json_atomic(&out.join("report.json"), &GradeReport::from_run(run))
     });
-    let mut subscribers = Fanout::new(vec![&mut report_json, reporter]);
+    let mut report_md = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
+        report::write_text_atomic(&out.join("report.md"), &reports::markdown(&GradeReport::from_run(run)))
+    });
+    let mut junit_xml = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
+        report::write_text_atomic(&out.join("junit.xml"), &reports::junit(&GradeReport::from_run(run), &out))
+    });
+    let mut subscribers = Fanout::new(vec![&mut report_json, &mut report_md, &mut junit_xml, reporter]);
     let mut kernel = Kernel::open("swe grade", &plan.out.join("results.jsonl"), plan.force, &mut subscribers)
         .map_err(RunError::Report)?;
     let todo = kernel

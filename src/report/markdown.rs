@@ -1,0 +1,28 @@
+//! Small Markdown pieces for run summaries (a merge-request note, a CI job summary).
+
+/// A table; `|` and newlines inside cells are escaped so a cell never breaks the row.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let cell = |text: &str| text.replace('|', "\\|").replace(['\n', '\r'], " ");
+    let mut out = format!("| {} |\n|{}\n", headers.join(" | "), "---|".repeat(headers.len()));
+    for row in rows {
+        out.push_str(&format!("| {} |\n", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")));
+    }
+    out
+}
+
+/// `0.4567` as `45.7%`.
+pub fn percent(value: f64) -> String {
+    format!("{:.1}%", value * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_cannot_break_the_table() {
+        let t = table(&["id", "why"], &[vec!["a|b".into(), "two\nlines".into()]]);
+        assert_eq!(t, "| id | why |\n|---|---|\n| a\\|b | two lines |\n");
+        assert_eq!(percent(0.4567), "45.7%");
+    }
+}

@@ -1,0 +1,105 @@
+//! The human and CI views of a finished grading run: `report.md` (headline with its interval,
+//! verdicts, infrastructure errors, slowest instances) and `junit.xml` (one test case per
+//! instance). Both are made from the same records as `report.json`.
+
+use std::path::Path;
+
+use crate::grade::Verdict;
+use crate::report::junit::{self, Case, CaseOutcome};
+use crate::report::markdown::{percent, table};
+
+use super::{GradeReport, InstanceResult};
+
+/// `report.md`.
+pub fn markdown(report: &GradeReport) -> String {
+    let summary = &report.summary;
+    let (lo, hi) = crate::stats::wilson_95(summary.resolved, summary.total);
+    let mut out = format!(
+        "## repairbench swe grade: {}/{} resolved ({}, 95% CI {}–{})\n\n",
+        summary.resolved,
+        summary.total,
+        percent(summary.resolved_rate),
+        percent(lo),
+        percent(hi)
+    );
+    let verdicts: Vec<Vec<String>> = summary
+        .verdicts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(verdict, n)| vec![verdict.clone(), n.to_string()])
+        .collect();
+    out.push_str(&table(&["verdict", "instances"], &verdicts));
+    let infrastructure: Vec<&InstanceResult> =
+        report.instances.iter().filter(|r| matches!(r.verdict, Verdict::Error | Verdict::EnvError)).collect();
+    if !infrastructure.is_empty() {
+        out.push_str(&format!(
+            "\n**{} instance(s) ended in infrastructure errors** (not the model's fault; a rerun retries them):\n\n",
+            infrastructure.len()
+        ));
+        let rows: Vec<Vec<String>> = infrastructure
+            .iter()
+            .map(|r| {
+                let detail = r.detail.as_deref().unwrap_or("").lines().next().unwrap_or("").to_owned();
+                vec![r.instance_id.clone(), r.verdict.as_str().to_owned(), detail]
+            })
+            .collect();
+        out.push_str(&table(&["instance", "verdict", "detail"], &rows));
+    }
+    let mut slowest: Vec<&InstanceResult> = report.instances.iter().collect();
+    slowest.sort_by(|a, b| b.timings.total_s.total_cmp(&a.timings.total_s));
+    let rows: Vec<Vec<String>> = slowest
+        .iter()
+        .take(5)
+        .map(|r| {
+            vec![r.instance_id.clone(), r.verdict.as_str().to_owned(), format!("{:.1} s", r.timings.total_s)]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push_str("\nSlowest instances:\n\n");
+        out.push_str(&table(&["instance", "verdict", "time"], &rows));
+    }
+    if summary.skipped > 0 {
+        out.push_str(&format!("\n{} input record(s) skipped (see report.json).\n", summary.skipped));
+    }
+    out
+}
+
+/// `junit.xml`: resolved passes; a graded wrong patch fails with its verdict; an
+/// infrastructure verdict is an error. Each carries the tail of its test output.
+pub fn junit(report: &GradeReport, out_dir: &Path) -> String {
+    let cases: Vec<Case> = report
+        .instances
+        .iter()
+        .map(|r| {
+            let message = r.detail.clone().unwrap_or_else(|| {
+                let failing: Vec<&String> = r
+                    .tests_status
+                    .fail_to_pass
+                    .failure
+                    .iter()
+                    .chain(&r.tests_status.pass_to_pass.failure)
+                    .collect();
+                format!("failing: {}", failing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+            });
+            let kind = r.verdict.as_str().to_owned();
+            let outcome = match r.verdict {
+                Verdict::Resolved => CaseOutcome::Passed,
+                Verdict::Error | Verdict::EnvError => CaseOutcome::Error { kind, message },
+                _ => CaseOutcome::Failed { kind, message },
+            };
+            let log = std::fs::read_to_string(out_dir.join(&r.log_dir).join("test_output.txt")).ok();
+            let output = match outcome {
+                CaseOutcome::Passed => None,
+                _ => log.map(|l| junit::tail(&l, 40)),
+            };
+            Case {
+                classname: "repairbench.swe".into(),
+                name: r.instance_id.clone(),
+                time_s: r.timings.total_s,
+                outcome,
+                output,
+            }
+        })
+        .collect();
+    junit::render("repairbench swe grade", &cases)
+}

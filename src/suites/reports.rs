@@ -1,0 +1,115 @@
+//! The human and CI views of a finished suite run: `report.md` (each metric with its standard
+//! error and, over several seeds, mean ± std; per-subject results; harness errors) and
+//! `junit.xml` (one test case per item and seed). Both are made from the same records as
+//! `results.json`, by a subscriber of the run's events.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::report::junit::{self, Case, CaseOutcome};
+use crate::report::markdown::table;
+use crate::report::{FinalWriter, Reporter, RunRecords};
+
+use super::engine::aggregate_run;
+use super::metrics::Aggregate;
+use super::record::SampleRecord;
+
+/// The label and success of a record for events and reports: its first metric's value.
+pub fn outcome_label(record: &SampleRecord) -> (String, bool) {
+    let primary =
+        ["pass@1", "acc", "exact_match"].iter().find_map(|m| record.scores.get(*m).map(|v| (*m, *v)));
+    match primary {
+        Some((metric, value)) => (format!("{metric} {value}"), value > 0.0),
+        None => ("done".into(), true),
+    }
+}
+
+pub fn count_outcomes(records: &BTreeMap<String, SampleRecord>) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for record in records.values() {
+        let (_, success) = outcome_label(record);
+        *counts.entry(if success { "right" } else { "wrong" }.to_owned()).or_default() += 1;
+    }
+    counts
+}
+
+/// `report.md`.
+pub fn markdown(suite: &str, seeds: &[u64], aggregate: &Aggregate) -> String {
+    let mut out = format!("## repairbench eval {suite} (seeds {seeds:?})\n\n");
+    let rows: Vec<Vec<String>> = aggregate
+        .metrics
+        .iter()
+        .map(|(name, m)| {
+            let spread = m
+                .across_seeds
+                .as_ref()
+                .map(|s| format!("{:.4} ± {:.4}", s.mean, s.std))
+                .unwrap_or_else(|| "–".into());
+            vec![name.clone(), format!("{:.4}", m.value), format!("{:.4}", m.stderr), m.n.to_string(), spread]
+        })
+        .collect();
+    out.push_str(&table(&["metric", "value", "stderr", "n", "across seeds (mean ± std)"], &rows));
+    if let Some(first) = aggregate.metrics.keys().find(|k| k.as_str() != "harness_errors") {
+        let rows: Vec<Vec<String>> = aggregate
+            .groups
+            .iter()
+            .filter_map(|(group, metrics)| {
+                metrics.get(first).map(|m| vec![group.clone(), format!("{:.4}", m.value), m.n.to_string()])
+            })
+            .collect();
+        if !rows.is_empty() {
+            out.push_str(&format!("\n{first} per subject:\n\n"));
+            out.push_str(&table(&["subject", first, "n"], &rows));
+        }
+    }
+    if let Some(errors) = aggregate.metrics.get("harness_errors").filter(|m| m.sum > 0.0) {
+        out.push_str(&format!(
+            "\n**{} item(s) hit harness errors** and are left out of the metrics; a rerun retries them.\n",
+            errors.sum
+        ));
+    }
+    out
+}
+
+/// `junit.xml`: an item passes when its first metric is positive.
+pub fn junit(suite: &str, records: &BTreeMap<String, SampleRecord>) -> String {
+    let cases: Vec<Case> = records
+        .iter()
+        .map(|(key, record)| {
+            let (label, success) = outcome_label(record);
+            let outcome = if success {
+                CaseOutcome::Passed
+            } else {
+                let answer = record.extracted.values().next().cloned().flatten().unwrap_or_default();
+                CaseOutcome::Failed {
+                    kind: label,
+                    message: format!("answer {answer:?}, target {}", record.target),
+                }
+            };
+            let output =
+                (!success).then(|| record.outputs.first().map(|o| junit::tail(&o.text, 40))).flatten();
+            Case {
+                classname: format!("repairbench.eval.{suite}"),
+                name: key.clone(),
+                time_s: 0.0,
+                outcome,
+                output,
+            }
+        })
+        .collect();
+    junit::render(&format!("repairbench eval {suite}"), &cases)
+}
+
+/// The subscriber writing `report.md` and `junit.xml` into `out` when the run finishes.
+pub fn report_files<'a>(
+    out: &'a Path,
+    suite: &'a str,
+    seeds: &'a [u64],
+    doc_ids: &'a [String],
+) -> impl Reporter<SampleRecord> + 'a {
+    FinalWriter::new(move |run: &RunRecords<SampleRecord>| {
+        let aggregate = aggregate_run(&run.records, seeds, doc_ids);
+        crate::report::write_text_atomic(&out.join("report.md"), &markdown(suite, seeds, &aggregate))?;
+        crate::report::write_text_atomic(&out.join("junit.xml"), &junit(suite, &run.records))
+    })
+}
