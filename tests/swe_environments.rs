@@ -137,6 +137,44 @@ fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
 }
 
 #[test]
+fn any_tool_writing_junit_xml_is_a_runner() {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = dir.path().join("tasks");
+        // pytest stands in for Surefire or Jest here: only its JUnit file is read.
+        task_folder(&tasks, "textkit-slugify", "acme__textkit-junit", |task| {
+            let ids = |key: &str| -> Vec<String> {
+                let list: Vec<String> = serde_json::from_str(task[key].as_str().unwrap()).unwrap();
+                list.iter().map(|id| id.replace("tests/test_slug.py::", "tests.test_slug::")).collect()
+            };
+            let (f2p, p2p) = (ids("FAIL_TO_PASS"), ids("PASS_TO_PASS"));
+            task["FAIL_TO_PASS"] = serde_json::json!(f2p);
+            task["PASS_TO_PASS"] = serde_json::json!(p2p);
+            task["environment"] = serde_json::json!({
+                "runner": "junit",
+                "junit": ["build/reports/*.xml"],
+                "test_cmd": "python3 -m pytest -p no:cacheprovider --junitxml=build/reports/TEST-slug.xml tests",
+            });
+        });
+        let report = swe::grade(sandbox.clone(), &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
+            .await
+            .unwrap();
+        let result = &report.instances[0];
+        assert_eq!(result.verdict, Verdict::Resolved, "{result:#?}");
+        assert_eq!(result.tests_status.fail_to_pass.success.len(), 2, "{result:#?}");
+        let mut unpatched = plan(&tasks, &dir.path().join("unpatched"), &image);
+        unpatched.predictions = PredictionSource::Empty;
+        unpatched.settings.test_empty_patches = true;
+        let report = swe::grade(sandbox, &unpatched, &mut ConsoleProgress::hidden()).await.unwrap();
+        let result = &report.instances[0];
+        assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
+        assert_eq!(result.tests_status.fail_to_pass.failure.len(), 2, "{result:#?}");
+        assert_eq!(result.tests_status.pass_to_pass.success.len(), 3, "{result:#?}");
+    });
+}
+
+#[test]
 fn images_build_prepares_every_environment_of_a_dataset() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_repairbench"))
         .args(["images", "build", "--dataset"])
