@@ -5,6 +5,7 @@
 //! knows nothing of the stages after it: the model knows no containers, the sandbox knows no
 //! models, grading never calls the model.
 
+pub mod compare;
 pub mod deadline;
 pub mod env;
 pub mod grade;

@@ -1,6 +1,7 @@
 //! Command-line interface: each subcommand's flags in its own file, resolved into a plan and
 //! handed to the library.
 
+mod compare;
 mod eval;
 mod images;
 mod model;
@@ -18,6 +19,8 @@ pub const EXIT_ERROR: u8 = 1;
 // clap exits with 2 on usage errors.
 /// The run finished, but some items ended in infrastructure errors (see [`Completion`]).
 pub const EXIT_INFRASTRUCTURE: u8 = 3;
+/// `compare`: the new run is significantly worse than the base run.
+pub const EXIT_REGRESSION: u8 = 4;
 
 /// The exit status of a run that finished.
 pub fn exit_status(completion: Completion) -> u8 {
@@ -59,6 +62,9 @@ enum Command {
     Swe(swe::SweCommand),
     /// Run a standard suite (humaneval, mbpp, gsm8k, mmlu, hellaswag, arc_easy, arc_challenge, gpqa).
     Eval(eval::EvalArgs),
+    /// Compare two runs item by item (a CI regression gate): paired test, verdict, exit 4 on
+    /// a significant regression.
+    Compare(compare::CompareArgs),
 }
 
 impl Cli {
@@ -70,6 +76,7 @@ impl Cli {
             Command::Images(cmd) => images::run(cmd),
             Command::Swe(cmd) => swe::run(cmd),
             Command::Eval(args) => eval::run(args),
+            Command::Compare(args) => compare::run(args),
         }
     }
 }

@@ -1,4 +1,7 @@
-//! Honest numbers: unbiased pass@k, standard errors, mean ± std over seeds.
+//! Honest numbers: unbiased pass@k, standard errors, mean ± std over seeds, and paired tests
+//! between two runs ([`paired`]).
+
+pub mod paired;
 
 use serde::{Deserialize, Serialize};
 
