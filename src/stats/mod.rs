@@ -17,13 +17,16 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
     1.0 - product
 }
 
+/// The standard normal quantile of 0.975 (two-sided 95% intervals).
+pub const Z_95: f64 = 1.959_963_984_540_054;
+
 /// Wilson score 95% interval of a proportion `successes / n` (sensible near 0 and 1, unlike
 /// the normal approximation); `(0, 1)` when `n` is 0.
 pub fn wilson_95(successes: usize, n: usize) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
-    let z = 1.959_963_984_540_054_f64;
+    let z = Z_95;
     let (n, p) = (n as f64, successes as f64 / n as f64);
     let denominator = 1.0 + z * z / n;
     let center = (p + z * z / (2.0 * n)) / denominator;

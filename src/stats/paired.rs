@@ -3,9 +3,6 @@
 
 use crate::rng::SplitMix64;
 
-/// Two-sided 97.5% standard normal quantile (95% intervals).
-const Z_95: f64 = 1.959_963_984_540_054;
-
 /// Resamples of [`paired_bootstrap`] when the caller has no reason to choose.
 pub const BOOTSTRAP_RESAMPLES: usize = 10_000;
 /// The fixed seed of comparisons, so the same two runs always give the same interval and p.
@@ -64,15 +61,6 @@ impl PairedCounts {
     }
 }
 
-/// Wilson score interval of a proportion `x / n` at normal quantile `z`.
-fn wilson(x: u64, n: u64, z: f64) -> (f64, f64) {
-    let (n, p, z2) = (n as f64, x as f64 / n as f64, z * z);
-    let denominator = 1.0 + z2 / n;
-    let center = (p + z2 / (2.0 * n)) / denominator;
-    let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
-    (center - half, center + half)
-}
-
 /// 95% interval of `new rate − base rate` for paired binary outcomes: Newcombe's
 /// square-and-add method for paired proportions (Newcombe 1998, method 10). The Wilson
 /// intervals of the two rates are combined through their correlation, estimated by the
@@ -85,8 +73,8 @@ pub fn newcombe_paired_ci(t: &PairedCounts) -> [f64; 2] {
     }
     let (a, b, c, d) = (t.both, t.regressions, t.improvements, t.neither);
     let (p_new, p_base) = (t.new_rate(), t.base_rate());
-    let (l_new, u_new) = wilson(a + c, n, Z_95);
-    let (l_base, u_base) = wilson(a + b, n, Z_95);
+    let (l_new, u_new) = super::wilson_95((a + c) as usize, n as usize);
+    let (l_base, u_base) = super::wilson_95((a + b) as usize, n as usize);
     let margins = [a + c, b + d, a + b, c + d];
     let phi = if margins.contains(&0) {
         0.0
@@ -259,7 +247,7 @@ mod tests {
         assert!(r.p_value > 0.5, "{r:?}");
         // The percentile interval's width agrees with the normal theory one, 2 · 1.96 · sd / sqrt(n).
         let diffs: Vec<f64> = new.iter().zip(&base).map(|(x, y)| x - y).collect();
-        let expected = 2.0 * Z_95 * super::super::sample_std(&diffs) / (diffs.len() as f64).sqrt();
+        let expected = 2.0 * super::super::Z_95 * super::super::sample_std(&diffs) / (diffs.len() as f64).sqrt();
         let width = r.ci95[1] - r.ci95[0];
         assert!((width / expected - 1.0).abs() < 0.1, "width {width} vs {expected}");
     }
