@@ -247,7 +247,8 @@ mod tests {
         assert!(r.p_value > 0.5, "{r:?}");
         // The percentile interval's width agrees with the normal theory one, 2 · 1.96 · sd / sqrt(n).
         let diffs: Vec<f64> = new.iter().zip(&base).map(|(x, y)| x - y).collect();
-        let expected = 2.0 * super::super::Z_95 * super::super::sample_std(&diffs) / (diffs.len() as f64).sqrt();
+        let expected =
+            2.0 * super::super::Z_95 * super::super::sample_std(&diffs) / (diffs.len() as f64).sqrt();
         let width = r.ci95[1] - r.ci95[0];
         assert!((width / expected - 1.0).abs() < 0.1, "width {width} vs {expected}");
     }
