@@ -132,6 +132,23 @@ pub fn untar_files(archive: &[u8]) -> Result<Vec<(String, Vec<u8>)>, std::io::Er
     Ok(files)
 }
 
+/// The first regular file in a tar archive (at most 64 MiB of it), e.g. one file copied out
+/// of an environment.
+pub fn first_file(bytes: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut archive = tar::Archive::new(bytes);
+    for entry in archive.entries().ok()? {
+        let mut entry = entry.ok()?;
+        if entry.header().entry_type().is_file() {
+            let mut out = Vec::new();
+            // The results file is small; a huge one is not ours.
+            entry.by_ref().take(64 << 20).read_to_end(&mut out).ok()?;
+            return Some(out);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::Suite;
 use super::data::{load_rows, read_completions};
 use super::def::SuiteKind;
-use super::metrics::{aggregate, Aggregate, MetricResult};
+use super::metrics::{aggregate_run, Aggregate, MetricResult};
 use super::prompt::{build_prompt, choice_item, make_docs, render_with, sha256_hex, stable_hash, Doc};
 use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
 use super::reports::{count_outcomes, outcome_label};
@@ -552,19 +552,6 @@ pub fn evaluate_with(
     });
     write_json(&opts.out.join("manifest.json"), &manifest)?;
     Ok(summary)
-}
-
-/// The metrics of a finished run: per seed, the records of `doc_ids` in order.
-pub(super) fn aggregate_run(
-    records: &BTreeMap<String, SampleRecord>,
-    seeds: &[u64],
-    doc_ids: &[String],
-) -> Aggregate {
-    let per_seed: Vec<(u64, Vec<&SampleRecord>)> = seeds
-        .iter()
-        .map(|&s| (s, doc_ids.iter().filter_map(|id| records.get(&SampleRecord::key_of(s, id))).collect()))
-        .collect();
-    aggregate(&per_seed)
 }
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), SuiteError> {

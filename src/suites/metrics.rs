@@ -127,3 +127,16 @@ pub fn aggregate(per_seed: &[(u64, Vec<&SampleRecord>)]) -> Aggregate {
     }
     agg
 }
+
+/// The metrics of a finished run: per seed, the records of `doc_ids` in order.
+pub fn aggregate_run(
+    records: &BTreeMap<String, SampleRecord>,
+    seeds: &[u64],
+    doc_ids: &[String],
+) -> Aggregate {
+    let per_seed: Vec<(u64, Vec<&SampleRecord>)> = seeds
+        .iter()
+        .map(|&s| (s, doc_ids.iter().filter_map(|id| records.get(&SampleRecord::key_of(s, id))).collect()))
+        .collect();
+    aggregate(&per_seed)
+}

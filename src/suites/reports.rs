@@ -10,8 +10,7 @@ use crate::report::junit::{self, Case, CaseOutcome};
 use crate::report::markdown::table;
 use crate::report::{FinalWriter, Reporter, RunRecords};
 
-use super::engine::aggregate_run;
-use super::metrics::Aggregate;
+use super::metrics::{aggregate_run, Aggregate};
 use super::record::SampleRecord;
 
 /// The label and success of a record for events and reports: its first metric's value.

@@ -198,7 +198,7 @@ impl TestPlan<'_> {
                     .copy_out(&handle, &channel.results_path())
                     .await
                     .ok()
-                    .and_then(|tar| first_file_in_tar(&tar))
+                    .and_then(|tar| sandbox::archive::first_file(&tar))
             };
             Ok::<_, sandbox::SandboxError>((exec, signed))
         }
@@ -225,21 +225,6 @@ impl TestPlan<'_> {
         });
         Ok(TestRun { exec, results, junit_xml, ci: Vec::new() })
     }
-}
-
-pub(super) fn first_file_in_tar(bytes: &[u8]) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut archive = tar::Archive::new(bytes);
-    for entry in archive.entries().ok()? {
-        let mut entry = entry.ok()?;
-        if entry.header().entry_type().is_file() {
-            let mut out = Vec::new();
-            // The results file is small; a huge one is not ours.
-            entry.by_ref().take(64 << 20).read_to_end(&mut out).ok()?;
-            return Some(out);
-        }
-    }
-    None
 }
 
 /// Whether the test runner itself could not run.

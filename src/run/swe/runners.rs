@@ -117,7 +117,7 @@ pub async fn collect_junit<S: Sandbox>(
     let mut files = Vec::new();
     for path in listed.stdout.lines().filter(|l| !l.is_empty()).take(1000) {
         let tar = sandbox.copy_out(env, &format!("{WORKSPACE}/{path}")).await?;
-        if let Some(bytes) = super::execute::first_file_in_tar(&tar) {
+        if let Some(bytes) = sandbox::archive::first_file(&tar) {
             files.push((path.to_owned(), String::from_utf8_lossy(&bytes).into_owned()));
         }
     }
