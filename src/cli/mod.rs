@@ -8,6 +8,7 @@ mod model;
 mod run;
 mod sandbox;
 mod swe;
+mod tasks;
 
 use clap::{Parser, Subcommand};
 use repairbench::run::pipeline::Completion;
@@ -60,6 +61,9 @@ enum Command {
     /// SWE-bench-style code repair: infer patches, grade them.
     #[command(subcommand)]
     Swe(swe::SweCommand),
+    /// Make repair tasks from a repository's history.
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
     /// Run a standard suite (humaneval, mbpp, gsm8k, mmlu, hellaswag, arc_easy, arc_challenge, gpqa).
     Eval(eval::EvalArgs),
     /// Compare two runs item by item (a CI regression gate): paired test, verdict, exit 4 on
@@ -75,6 +79,7 @@ impl Cli {
             Command::Sandbox(cmd) => sandbox::run(cmd),
             Command::Images(cmd) => images::run(cmd),
             Command::Swe(cmd) => swe::run(cmd),
+            Command::Tasks(cmd) => tasks::run(cmd),
             Command::Eval(args) => eval::run(args),
             Command::Compare(args) => compare::run(args),
         }

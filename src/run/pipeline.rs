@@ -191,6 +191,19 @@ pub fn prebuild(mut plan: GradePlan) -> Result<Vec<swe::prebuild::PrebuiltEnviro
     Ok(session.runtime.block_on(interrupt::until_stopped(built)))
 }
 
+/// `tasks harvest`: tasks from a repository's history (see [`swe::harvest`]).
+pub fn harvest(
+    mut plan: swe::harvest::HarvestPlan,
+) -> Result<Vec<swe::harvest::HarvestRecord>, PipelineError> {
+    let session = Session::start(grade_env_lifetime(&plan.settings))?;
+    (plan.settings.image, plan.settings.image_id) = session.image(None)?;
+    create_dir(&plan.out)?;
+    let sandbox = Arc::new(session.sandbox.clone());
+    let mut progress = ConsoleProgress::new();
+    let harvested = swe::harvest::harvest(sandbox, &plan, &mut progress as &mut dyn Reporter<_>);
+    Ok(session.runtime.block_on(interrupt::until_stopped(harvested))?)
+}
+
 fn grade_in(session: &Session, plan: &GradePlan) -> Result<GradeReport, PipelineError> {
     interrupt::note(format!(
         "finished instances are in {}; rerun the same command to resume",

@@ -8,6 +8,7 @@
 
 pub mod environment;
 mod execute;
+pub mod harvest;
 pub mod prebuild;
 mod prepare;
 pub mod reports;
@@ -97,6 +98,8 @@ pub enum RunError {
     Predictions(#[source] tasks::LoadError),
     #[error("writing results")]
     Report(#[source] report::ReportError),
+    #[error("harvesting tasks: {0}")]
+    Harvest(String),
 }
 
 /// Time spent in each stage of one instance, in seconds.

@@ -1,0 +1,482 @@
+//! `tasks harvest`: repair tasks from a repository's own history, as SWE-bench mined pull
+//! requests. A candidate is a commit (a merge commit by its first-parent diff) that changes
+//! both code and tests: test files go to `test_patch`, the rest to `patch`, the parent is the
+//! base. Its tests run in the environment built at the base, twice without the fix and twice
+//! with it; FAIL_TO_PASS is what failed (or was missing) without and passed with it,
+//! PASS_TO_PASS what passed every time, and a test whose outcome changed between two runs of
+//! the same tree is flaky and left out of both. Kept candidates become task folders (task.json
+//! with its `harvest` origin, and a bundle holding the base commit); every candidate, kept or
+//! dropped with the reason, is a record of the run (`harvest.jsonl`, resumable, and
+//! `harvest.json` at the end).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::grade::{StatusMap, TestStatus};
+use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
+use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
+use crate::run::kernel::Kernel;
+use crate::run::store::StoredRecord;
+use crate::sandbox::{EnvSpec, Sandbox};
+use crate::tasks::{RepoLocator, SweTask};
+
+use super::{environment_image, execute, prepare, safe_name, GradeSettings, RunError, WORKSPACE};
+
+/// What to harvest.
+#[derive(Debug, Clone)]
+pub struct HarvestPlan {
+    /// A git repository (path or URL the git CLI can clone).
+    pub repo: String,
+    /// Only these commits (full or abbreviated ids); otherwise first-parent history from HEAD.
+    pub commits: Vec<String>,
+    /// Only commits at or after this time (seconds since the epoch).
+    pub since: Option<i64>,
+    /// At most this many candidates (commits that change code and tests), newest first.
+    pub limit: Option<usize>,
+    pub out: PathBuf,
+    pub settings: GradeSettings,
+    pub force: bool,
+}
+
+/// One candidate, kept or dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarvestRecord {
+    pub commit: String,
+    pub instance_id: String,
+    pub kept: bool,
+    /// Why it was dropped: `no test change`, `no code change`, `FAIL_TO_PASS empty`,
+    /// `environment failed`, `tests did not run`, `flaky`.
+    pub reason: Option<String>,
+    pub detail: Option<String>,
+    #[serde(rename = "FAIL_TO_PASS")]
+    pub fail_to_pass: Vec<String>,
+    #[serde(rename = "PASS_TO_PASS")]
+    pub pass_to_pass: Vec<String>,
+    /// Tests whose outcome changed between two runs of the same tree.
+    pub flaky: Vec<String>,
+    /// Commit time (seconds since the epoch), for keeping only tasks newer than a model.
+    pub committed_unix: i64,
+    pub seconds: f64,
+    pub fingerprint: Option<Fingerprint>,
+}
+
+impl StoredRecord for HarvestRecord {
+    fn key(&self) -> String {
+        self.commit.clone()
+    }
+    fn fingerprint(&self) -> Option<Fingerprint> {
+        self.fingerprint.clone()
+    }
+    fn is_infrastructure_failure(&self) -> bool {
+        matches!(self.reason.as_deref(), Some("environment failed" | "tests did not run"))
+    }
+}
+
+/// A commit that may become a task.
+#[derive(Debug, Clone)]
+struct Candidate {
+    commit: String,
+    parent: String,
+    committed_unix: i64,
+    message: String,
+    code_files: Vec<String>,
+    test_files: Vec<String>,
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
+    let out = crate::deadline::output_within(
+        Command::new("git").arg("-C").arg(repo).args(args).env("GIT_TERMINAL_PROMPT", "0"),
+        crate::deadline::CLONE_TIMEOUT,
+    )
+    .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The commits to look at, newest first, with their split into code and test files.
+fn candidates(mirror: &Path, plan: &HarvestPlan) -> Result<Vec<Candidate>, String> {
+    let listed = if plan.commits.is_empty() {
+        git(mirror, &["rev-list", "--first-parent", "HEAD"])?
+    } else {
+        let mut out = String::new();
+        for commit in &plan.commits {
+            out.push_str(&git(mirror, &["rev-parse", "--verify", &format!("{commit}^{{commit}}")])?);
+        }
+        out
+    };
+    let mut found = Vec::new();
+    for commit in listed.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let meta = git(mirror, &["show", "-s", "--format=%P%n%ct%n%B", commit])?;
+        let mut lines = meta.lines();
+        let Some(parent) = lines.next().and_then(|p| p.split_whitespace().next()).map(str::to_owned) else {
+            continue; // the root commit has no base
+        };
+        let committed_unix: i64 = lines.next().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+        if plan.since.is_some_and(|since| committed_unix < since) {
+            continue;
+        }
+        let message: String = lines.collect::<Vec<_>>().join("\n").trim().to_owned();
+        let files = git(mirror, &["diff", "--name-only", "--no-renames", &parent, commit])?;
+        let (test_files, code_files): (Vec<String>, Vec<String>) = files
+            .lines()
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned)
+            .partition(|f| crate::patch::protect::is_test_path(f));
+        found.push(Candidate {
+            commit: commit.to_owned(),
+            parent,
+            committed_unix,
+            message,
+            code_files,
+            test_files,
+        });
+    }
+    Ok(found)
+}
+
+/// Harvests `plan.repo` into `plan.out`.
+pub async fn harvest<S: Sandbox + 'static>(
+    sandbox: Arc<S>,
+    plan: &HarvestPlan,
+    reporter: &mut dyn Reporter<HarvestRecord>,
+) -> Result<Vec<HarvestRecord>, RunError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| RunError::Report(report::ReportError::Write { path, source })
+    };
+    let work = plan.out.join(".harvest");
+    // A fresh mirror each run, so commits made since the last run are there.
+    let _ = std::fs::remove_dir_all(work.join("mirrors"));
+    std::fs::create_dir_all(&work).map_err(io(&work))?;
+    let name = plan.repo.trim_end_matches('/').trim_end_matches(".git").rsplit('/').next().unwrap_or("repo");
+    let name = safe_name(name);
+    let repo_id = format!("local/{name}");
+    let locator = Arc::new(RepoLocator::new(None, Some(plan.repo.clone()), work.clone()));
+    let probe = task_for(
+        &repo_id,
+        &name,
+        "HEAD",
+        &Candidate {
+            commit: String::new(),
+            parent: String::new(),
+            committed_unix: 0,
+            message: String::new(),
+            code_files: Vec::new(),
+            test_files: Vec::new(),
+        },
+    );
+    let mirror = locator.locate(&probe).map_err(|e| RunError::Harvest(crate::error_chain(&e)))?;
+    let mut found = candidates(&mirror, plan).map_err(RunError::Harvest)?;
+    if let Some(limit) = plan.limit {
+        let mut kept = 0;
+        found.retain(|c| {
+            let candidate = !c.code_files.is_empty() && !c.test_files.is_empty();
+            kept += usize::from(candidate);
+            !candidate || kept <= limit
+        });
+    }
+
+    let out = plan.out.clone();
+    let mut harvest_json = FinalWriter::new(|run: &RunRecords<HarvestRecord>| {
+        let records: Vec<&HarvestRecord> = run.records.values().collect();
+        report::write_json_atomic(&out.join("harvest.json"), &records)
+    });
+    let mut subscribers = Fanout::new(vec![&mut harvest_json, reporter]);
+    let mut kernel =
+        Kernel::open("tasks harvest", &plan.out.join("harvest.jsonl"), plan.force, &mut subscribers)
+            .map_err(RunError::Report)?;
+    let settings_part = (plan.settings.timeout.as_secs_f64(), &plan.settings.limits);
+    let todo = kernel
+        .plan(found, |c| {
+            (
+                c.commit.clone(),
+                FingerprintBuilder::new().id("commit", &c.commit).value("settings", &settings_part).finish(),
+            )
+        })
+        .map_err(RunError::Report)?;
+    let settings = Arc::new(plan.settings.clone());
+    let (out, mirror) = (Arc::new(plan.out.clone()), Arc::new(mirror));
+    let (repo_id, name) = (Arc::new(repo_id), Arc::new(name));
+    kernel
+        .run_concurrently(
+            todo,
+            plan.settings.workers,
+            |c| c.commit.clone(),
+            |candidate, fingerprint| {
+                let (sandbox, locator, settings, out, mirror, repo_id, name) = (
+                    sandbox.clone(),
+                    locator.clone(),
+                    settings.clone(),
+                    out.clone(),
+                    mirror.clone(),
+                    repo_id.clone(),
+                    name.clone(),
+                );
+                async move {
+                    let started = Instant::now();
+                    let mut record =
+                        examine(&*sandbox, &locator, &settings, &out, &mirror, &repo_id, &name, &candidate)
+                            .await;
+                    record.seconds = started.elapsed().as_secs_f64();
+                    record.fingerprint = Some(fingerprint);
+                    record
+                }
+            },
+            |commit, why| HarvestRecord {
+                commit: commit.to_owned(),
+                instance_id: String::new(),
+                kept: false,
+                reason: Some("tests did not run".into()),
+                detail: Some(why),
+                fail_to_pass: Vec::new(),
+                pass_to_pass: Vec::new(),
+                flaky: Vec::new(),
+                committed_unix: 0,
+                seconds: 0.0,
+                fingerprint: None,
+            },
+            |r| (r.reason.clone().unwrap_or_else(|| "kept".into()), r.kept),
+        )
+        .await
+        .map_err(RunError::Report)?;
+    let run = kernel
+        .finish_with(|records| {
+            let mut counts = BTreeMap::new();
+            for r in records.values() {
+                *counts.entry(r.reason.clone().unwrap_or_else(|| "kept".into())).or_default() += 1;
+            }
+            counts
+        })
+        .map_err(RunError::Report)?;
+    Ok(run.records.into_values().collect())
+}
+
+fn task_for(repo_id: &str, name: &str, short: &str, c: &Candidate) -> SweTask {
+    let text = serde_json::json!({
+        "repo": repo_id,
+        "instance_id": format!("{name}-{short}"),
+        "base_commit": c.parent,
+        "test_patch": "",
+        "problem_statement": c.message,
+        "FAIL_TO_PASS": [],
+    });
+    serde_json::from_value(text).expect("a well-formed task")
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn examine<S: Sandbox>(
+    sandbox: &S,
+    locator: &Arc<RepoLocator>,
+    settings: &GradeSettings,
+    out: &Path,
+    mirror: &Path,
+    repo_id: &str,
+    name: &str,
+    c: &Candidate,
+) -> HarvestRecord {
+    let short = &c.commit[..c.commit.len().min(12)];
+    let mut record = HarvestRecord {
+        commit: c.commit.clone(),
+        instance_id: format!("{name}-{short}"),
+        kept: false,
+        reason: None,
+        detail: None,
+        fail_to_pass: Vec::new(),
+        pass_to_pass: Vec::new(),
+        flaky: Vec::new(),
+        committed_unix: c.committed_unix,
+        seconds: 0.0,
+        fingerprint: None,
+    };
+    let drop = |mut record: HarvestRecord, reason: &str, detail: Option<String>| {
+        record.reason = Some(reason.to_owned());
+        record.detail = detail;
+        record
+    };
+    if c.test_files.is_empty() {
+        return drop(record, "no test change", None);
+    }
+    if c.code_files.is_empty() {
+        return drop(record, "no code change", None);
+    }
+    let diff = |files: &[String]| {
+        let mut args = vec![
+            "diff",
+            "--no-color",
+            "--full-index",
+            "--binary",
+            c.parent.as_str(),
+            c.commit.as_str(),
+            "--",
+        ];
+        args.extend(files.iter().map(String::as_str));
+        git(mirror, &args)
+    };
+    let (patch, test_patch) = match (diff(&c.code_files), diff(&c.test_files)) {
+        (Ok(p), Ok(t)) => (p, t),
+        (Err(e), _) | (_, Err(e)) => return drop(record, "tests did not run", Some(e)),
+    };
+    let mut task = task_for(repo_id, name, short, c);
+    task.patch = patch.clone();
+    task.test_patch = test_patch;
+    let log_dir = out.join(".harvest").join("logs").join(&record.instance_id);
+    let (image, runner) = match environment_image(sandbox, locator, settings, &task, &log_dir).await {
+        Ok(found) => found,
+        Err((_, why)) => return drop(record, "environment failed", Some(why)),
+    };
+    let spec = EnvSpec {
+        image,
+        limits: settings.limits.clone(),
+        workdir: WORKSPACE.into(),
+        env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+        user: Default::default(),
+    };
+    let test_files: Vec<String> = prepare::task_test_files(&task)
+        .into_iter()
+        .filter(|f| runner != crate::grade::runners::RunnerKind::Pytest || f.ends_with(".py"))
+        .collect();
+    let plan = execute::TestPlan {
+        spec: &spec,
+        task: &task,
+        test_files: &test_files,
+        timeout: settings.timeout,
+        runner,
+        ci_jobs: &[],
+        log_dir: &log_dir,
+    };
+    // Two runs of each tree: without the fix (base + test_patch), then with it.
+    let mut maps: Vec<StatusMap> = Vec::new();
+    for with_fix in [false, false, true, true] {
+        let prepared = {
+            let (locator, task, patch) = (locator.clone(), task.clone(), patch.clone());
+            tokio::task::spawn_blocking(move || {
+                prepare::prepare(&locator, &task, with_fix.then_some(patch.as_str()))
+            })
+            .await
+        };
+        let tar = match prepared {
+            Ok(Ok(prepared)) => prepared.tar,
+            Ok(Err(prepare::PrepareError::Apply { why, .. } | prepare::PrepareError::Task(why))) => {
+                return drop(record, "tests did not run", Some(why))
+            }
+            Err(e) => return drop(record, "tests did not run", Some(e.to_string())),
+        };
+        match plan.run(sandbox, &tar).await {
+            Ok(run) => match run.results {
+                Ok((map, _)) => maps.push(map),
+                // No trustworthy statuses without the fix (a missing module, say) means every
+                // test counts as not passing there.
+                Err(_) if !with_fix => maps.push(StatusMap::new()),
+                Err(e) => return drop(record, "tests did not run", Some(e.to_string())),
+            },
+            Err(e) => return drop(record, "tests did not run", Some(crate::error_chain(&e))),
+        }
+    }
+    let (fail_to_pass, pass_to_pass, flaky) = derive_lists(&maps[0], &maps[1], &maps[2], &maps[3]);
+    record.fail_to_pass = fail_to_pass;
+    record.pass_to_pass = pass_to_pass;
+    record.flaky = flaky;
+    if record.fail_to_pass.is_empty() {
+        let reason = if record.flaky.is_empty() { "FAIL_TO_PASS empty" } else { "flaky" };
+        return drop(record, reason, None);
+    }
+    task.fail_to_pass = record.fail_to_pass.clone();
+    task.pass_to_pass = record.pass_to_pass.clone();
+    match write_task(out, mirror, &task, c, &record) {
+        Ok(()) => record.kept = true,
+        Err(e) => return drop(record, "tests did not run", Some(format!("writing the task: {e}"))),
+    }
+    record
+}
+
+/// FAIL_TO_PASS, PASS_TO_PASS and flaky tests from two runs without the fix and two with it.
+pub fn derive_lists(
+    before_1: &StatusMap,
+    before_2: &StatusMap,
+    after_1: &StatusMap,
+    after_2: &StatusMap,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let passed = |map: &StatusMap, test: &str| map.get(test) == Some(&TestStatus::Passed);
+    let mut tests: Vec<&String> =
+        after_1.keys().chain(after_2.keys()).chain(before_1.keys()).chain(before_2.keys()).collect();
+    tests.sort();
+    tests.dedup();
+    let (mut f2p, mut p2p, mut flaky) = (Vec::new(), Vec::new(), Vec::new());
+    for test in tests {
+        let before = (passed(before_1, test), passed(before_2, test));
+        let after = (passed(after_1, test), passed(after_2, test));
+        if before.0 != before.1 || after.0 != after.1 {
+            flaky.push(test.clone());
+        } else if after.0 && !before.0 {
+            f2p.push(test.clone());
+        } else if after.0 && before.0 {
+            p2p.push(test.clone());
+        }
+    }
+    (f2p, p2p, flaky)
+}
+
+/// `OUT/ID/task.json` with its origin, and `OUT/ID/repo.bundle` holding the base commit.
+fn write_task(
+    out: &Path,
+    mirror: &Path,
+    task: &SweTask,
+    c: &Candidate,
+    record: &HarvestRecord,
+) -> Result<(), String> {
+    let dir = out.join(&task.instance_id);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let base_ref = format!("refs/heads/harvest/{}", task.instance_id);
+    git(mirror, &["update-ref", &base_ref, &c.parent])?;
+    let bundle = dir.join(crate::tasks::BUNDLE_FILE);
+    git(mirror, &["bundle", "create", "--quiet", &bundle.display().to_string(), &base_ref])?;
+    let mut value = serde_json::to_value(task).map_err(|e| e.to_string())?;
+    value["environment_setup_commit"] = c.parent.clone().into();
+    value["created_at"] = c.committed_unix.to_string().into();
+    value["harvest"] = serde_json::json!({
+        "source_commit": c.commit,
+        "committed_unix": c.committed_unix,
+        "code_files": c.code_files,
+        "test_files": c.test_files,
+        "runs": "twice without the fix (base + test_patch), twice with it",
+        "flaky": record.flaky,
+    });
+    let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(dir.join(crate::tasks::TASK_FILE), text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
+        entries.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn lists_follow_swe_bench_and_flaky_tests_are_left_out() {
+        use TestStatus::*;
+        let before =
+            map(&[("t::old", Passed), ("t::new", Failed), ("t::coin", Passed), ("t::broken", Failed)]);
+        let before_again =
+            map(&[("t::old", Passed), ("t::new", Failed), ("t::coin", Failed), ("t::broken", Failed)]);
+        let after = map(&[
+            ("t::old", Passed),
+            ("t::new", Passed),
+            ("t::coin", Passed),
+            ("t::added", Passed),
+            ("t::broken", Failed),
+        ]);
+        let (f2p, p2p, flaky) = derive_lists(&before, &before_again, &after, &after);
+        assert_eq!(f2p, ["t::added", "t::new"], "missing before counts as not passing");
+        assert_eq!(p2p, ["t::old"]);
+        assert_eq!(flaky, ["t::coin"]);
+    }
+}
