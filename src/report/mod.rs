@@ -1,12 +1,15 @@
-//! Result events and the reporters that consume them (console progress, JSON/JSONL).
+//! Result events and the reporters that consume them (console progress, JSON/JSONL), and the
+//! pieces of the report files (Markdown, JUnit XML, HTML pages with SVG charts).
 //!
 //! Generic over the record type `R` each finished item carries (a graded SWE instance, a suite
 //! item...), so every kind of run reports the same way: a runner emits [`ResultEvent`]s and
 //! hands them to [`Reporter`]s; [`JsonlAppender`] makes a run resumable, [`ConsoleProgress`]
 //! shows it.
 
+pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod svg;
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
