@@ -143,27 +143,11 @@ impl RunDir {
         let (records, unreadable): (Vec<SampleRecord>, Vec<String>) =
             crate::report::read_jsonl(&samples_path);
         notes.extend(unreadable.into_iter().map(|line| format!("unreadable record skipped: {line}")));
-        // The last record per item wins, as on resume.
-        let mut by_key: BTreeMap<String, SampleRecord> = BTreeMap::new();
-        for record in records {
-            by_key.insert(record.key(), record);
-        }
-        // An earlier run into the same folder may have left records of other seeds or items.
-        let before = by_key.len();
-        by_key.retain(|_, r| seeds.contains(&r.seed));
-        let mut docs: Vec<(usize, String)> = by_key.values().map(|r| (r.index, r.doc_id.clone())).collect();
-        docs.sort();
-        docs.dedup();
-        if docs.len() as u64 > items {
-            // A later run with a smaller --limit: its items are the first ones of the data.
-            let keep: BTreeSet<String> = docs.into_iter().take(items as usize).map(|(_, id)| id).collect();
-            by_key.retain(|_, r| keep.contains(&r.doc_id));
-        }
-        if by_key.len() < before {
+        let (by_key, dropped) = crate::suites::record::run_records(records, &seeds, items as usize);
+        if dropped > 0 {
             notes.push(format!(
-                "{}: {} records of seeds or items outside this run (results.json: seeds {:?}, {items} items) left out",
+                "{}: {dropped} records of seeds or items outside this run (results.json: seeds {:?}, {items} items) left out",
                 samples_path.display(),
-                before - by_key.len(),
                 seeds
             ));
         }

@@ -1,6 +1,6 @@
 //! The records a suite run writes: one [`SampleRecord`] per (seed, item) in `samples.jsonl`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -78,4 +78,36 @@ impl StoredRecord for SampleRecord {
     fn is_infrastructure_failure(&self) -> bool {
         self.scores.get("harness_errors").is_some_and(|n| *n > 0.0)
     }
+}
+
+/// The records of one run among those a `samples.jsonl` holds: the last one per item (as on
+/// resume), of the run's `seeds` and of its first `items` documents in data order, since an
+/// earlier run into the same folder may have left other seeds or a longer --limit. Also returns
+/// how many items were left out for that.
+pub fn run_records(
+    records: Vec<SampleRecord>,
+    seeds: &BTreeSet<u64>,
+    items: usize,
+) -> (BTreeMap<String, SampleRecord>, usize) {
+    let mut by_key: BTreeMap<String, SampleRecord> = BTreeMap::new();
+    for record in records {
+        by_key.insert(record.key(), record);
+    }
+    let before = by_key.len();
+    by_key.retain(|_, r| seeds.contains(&r.seed));
+    let docs = documents(&by_key);
+    if docs.len() > items {
+        let keep: BTreeSet<&String> = docs.iter().take(items).collect();
+        by_key.retain(|_, r| keep.contains(&r.doc_id));
+    }
+    let dropped = before - by_key.len();
+    (by_key, dropped)
+}
+
+/// The document ids of `records`, in data order.
+pub fn documents(records: &BTreeMap<String, SampleRecord>) -> Vec<String> {
+    let mut docs: Vec<(usize, &String)> = records.values().map(|r| (r.index, &r.doc_id)).collect();
+    docs.sort();
+    docs.dedup();
+    docs.into_iter().map(|(_, id)| id.clone()).collect()
 }
