@@ -76,7 +76,8 @@ fn gold_resolves_every_sample_and_empty_none() {
             assert!(result.flaky_tests.is_empty());
         }
         let out = dir.path().join("gold");
-        for file in ["report.json", "results.jsonl", "manifest.json"] {
+        for file in ["report.json", "results.jsonl", "manifest.json", "report.md", "junit.xml", "report.html"]
+        {
             assert!(out.join(file).is_file(), "{file}");
         }
         let manifest: serde_json::Value =

@@ -9,6 +9,7 @@
 pub mod environment;
 mod execute;
 pub mod harvest;
+pub mod html;
 pub mod prebuild;
 mod prepare;
 pub mod reports;
@@ -291,17 +292,15 @@ pub async fn grade<S: Sandbox + 'static>(
         .map_err(|source| RunError::Report(report::ReportError::Write { path: plan.out.clone(), source }))?;
     write_manifest(plan, &task_set.tasks).map_err(RunError::Report)?;
     let out = plan.out.clone();
-    // report.json, report.md and junit.xml: the final files, each a subscriber of the run.
+    // report.json, then its views (report.md, junit.xml, report.html): the final files, each a
+    // subscriber of the run.
     let mut report_json = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
         report::write_json_atomic(&out.join("report.json"), &GradeReport::from_run(run))
     });
-    let mut report_md = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
-        report::write_text_atomic(&out.join("report.md"), &reports::markdown(&GradeReport::from_run(run)))
+    let mut views = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
+        reports::write_views(&GradeReport::from_run(run), &out)
     });
-    let mut junit_xml = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
-        report::write_text_atomic(&out.join("junit.xml"), &reports::junit(&GradeReport::from_run(run), &out))
-    });
-    let mut subscribers = Fanout::new(vec![&mut report_json, &mut report_md, &mut junit_xml, reporter]);
+    let mut subscribers = Fanout::new(vec![&mut report_json, &mut views, reporter]);
     let mut kernel = Kernel::open("swe grade", &plan.out.join("results.jsonl"), plan.force, &mut subscribers)
         .map_err(RunError::Report)?;
     let todo = kernel

@@ -1,14 +1,26 @@
 //! The human and CI views of a finished grading run: `report.md` (headline with its interval,
-//! verdicts, infrastructure errors, slowest instances) and `junit.xml` (one test case per
-//! instance). Both are made from the same records as `report.json`.
+//! verdicts, infrastructure errors, slowest instances), `junit.xml` (one test case per
+//! instance) and `report.html` ([`super::html`]). All are made from the same records as
+//! `report.json`, by [`write_views`]: when a run finishes, and by `repairbench report`.
 
 use std::path::Path;
 
 use crate::grade::Verdict;
 use crate::report::junit::{self, Case, CaseOutcome};
 use crate::report::markdown::{percent, table};
+use crate::report::{write_text_atomic, ReportError};
 
 use super::{GradeReport, InstanceResult};
+
+/// The view files, in the order [`write_views`] writes them.
+pub const VIEWS: [&str; 3] = ["report.md", "junit.xml", "report.html"];
+
+/// Writes `report.md`, `junit.xml` and `report.html` of `report` into `out` (where its logs are).
+pub fn write_views(report: &GradeReport, out: &Path) -> Result<(), ReportError> {
+    write_text_atomic(&out.join(VIEWS[0]), &markdown(report))?;
+    write_text_atomic(&out.join(VIEWS[1]), &junit(report, out))?;
+    write_text_atomic(&out.join(VIEWS[2]), &super::html::html(report, out))
+}
 
 /// `report.md`.
 pub fn markdown(report: &GradeReport) -> String {
