@@ -65,6 +65,9 @@ fn mmlu_fixture_is_scored_per_subject_and_reproducibly() {
     let right = recs.iter().filter(|r| r.scores["acc"] > 0.0).count();
     assert_eq!(xml.matches("<testcase").count(), 5, "{xml}");
     assert_eq!(xml.matches("<failure").count(), 5 - right, "{xml}");
+    let html = std::fs::read_to_string(dir.path().join("a/report.html")).unwrap();
+    assert_eq!(html.matches("<tr class=\"item expandable\"").count(), 5, "one row per item");
+    assert!(html.contains(">elementary_mathematics</text>"), "the per-subject chart");
 
     // Same run again, into another directory: identical per-item results, byte for byte.
     let mut again = opts.clone();

@@ -12,6 +12,7 @@ pub mod data;
 pub mod def;
 pub mod engine;
 pub mod extract;
+pub mod html;
 pub mod metrics;
 pub mod prompt;
 pub mod record;

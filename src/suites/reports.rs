@@ -1,17 +1,30 @@
 //! The human and CI views of a finished suite run: `report.md` (each metric with its standard
-//! error and, over several seeds, mean ± std; per-subject results; harness errors) and
-//! `junit.xml` (one test case per item and seed). Both are made from the same records as
-//! `results.json`, by a subscriber of the run's events.
+//! error and, over several seeds, mean ± std; per-subject results; harness errors),
+//! `junit.xml` (one test case per item and seed) and `report.html` ([`super::html`]). All are
+//! made from the same records as `results.json` by [`write_views`]: by a subscriber of the
+//! run's events, and by `repairbench report`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::report::junit::{self, Case, CaseOutcome};
 use crate::report::markdown::table;
-use crate::report::{FinalWriter, Reporter, RunRecords};
+use crate::report::{write_text_atomic, FinalWriter, ReportError, Reporter, RunRecords};
 
 use super::metrics::{aggregate_run, Aggregate};
 use super::record::SampleRecord;
+
+/// The metric a suite is judged by: pass@1, acc or exact_match, whichever it has, else its
+/// first `exact_match_*` metric, else its first metric.
+pub fn primary_metric<'a>(names: impl Iterator<Item = &'a String> + Clone) -> Option<String> {
+    let known = ["pass@1", "acc", "exact_match"];
+    known
+        .iter()
+        .find(|k| names.clone().any(|n| n == *k))
+        .map(|k| (*k).to_owned())
+        .or_else(|| names.clone().find(|n| n.starts_with("exact_match_")).cloned())
+        .or_else(|| names.clone().find(|n| n.as_str() != "harness_errors").cloned())
+}
 
 /// The label and success of a record for events and reports: its first metric's value.
 pub fn outcome_label(record: &SampleRecord) -> (String, bool) {
@@ -99,7 +112,25 @@ pub fn junit(suite: &str, records: &BTreeMap<String, SampleRecord>) -> String {
     junit::render(&format!("repairbench eval {suite}"), &cases)
 }
 
-/// The subscriber writing `report.md` and `junit.xml` into `out` when the run finishes.
+/// The view files, in the order [`write_views`] writes them.
+pub const VIEWS: [&str; 3] = ["report.md", "junit.xml", "report.html"];
+
+/// Writes `report.md`, `junit.xml` and `report.html` into `out` for the run of `suite` over
+/// `seeds` and `doc_ids` (in data order) that left `records`.
+pub fn write_views(
+    out: &Path,
+    suite: &str,
+    seeds: &[u64],
+    doc_ids: &[String],
+    records: &BTreeMap<String, SampleRecord>,
+) -> Result<(), ReportError> {
+    let aggregate = aggregate_run(records, seeds, doc_ids);
+    write_text_atomic(&out.join(VIEWS[0]), &markdown(suite, seeds, &aggregate))?;
+    write_text_atomic(&out.join(VIEWS[1]), &junit(suite, records))?;
+    write_text_atomic(&out.join(VIEWS[2]), &super::html::html(suite, seeds, &aggregate, records, doc_ids))
+}
+
+/// The subscriber writing the views ([`write_views`]) into `out` when the run finishes.
 pub fn report_files<'a>(
     out: &'a Path,
     suite: &'a str,
@@ -107,8 +138,6 @@ pub fn report_files<'a>(
     doc_ids: &'a [String],
 ) -> impl Reporter<SampleRecord> + 'a {
     FinalWriter::new(move |run: &RunRecords<SampleRecord>| {
-        let aggregate = aggregate_run(&run.records, seeds, doc_ids);
-        crate::report::write_text_atomic(&out.join("report.md"), &markdown(suite, seeds, &aggregate))?;
-        crate::report::write_text_atomic(&out.join("junit.xml"), &junit(suite, &run.records))
+        write_views(out, suite, seeds, doc_ids, &run.records)
     })
 }
