@@ -31,6 +31,9 @@ pub struct CompareArgs {
     /// Also write JUnit XML to FILE: one test per paired item, failing where it regressed.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write a self-contained HTML page to FILE: the headline and the flipped items.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Compare even when the runs used different data, suite files, shots or prompt and
     /// grading settings; the differences are listed.
     #[arg(long)]
@@ -64,6 +67,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<u8> {
     }
     if let Some(path) = &args.junit {
         compare::write_junit(&comparison, path)?;
+    }
+    if let Some(path) = &args.html {
+        compare::write_html(&comparison, path)?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);

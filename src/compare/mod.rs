@@ -8,8 +8,12 @@
 //! go to the exact McNemar test with Newcombe's interval. Anything else (several samples per
 //! item, several seeds, non-0/1 scores) goes to a paired bootstrap over items, where an item
 //! is a document with all its paired seeds, since seeds of one document are not independent.
+//!
+//! Views: a terminal summary, Markdown, JUnit XML ([`render`]) and a self-contained HTML page
+//! ([`html()`]).
 
 mod drift;
+mod html;
 mod load;
 mod render;
 
@@ -19,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use drift::Drift;
+pub use html::html;
 pub use load::RunKind;
 pub use render::{junit, markdown, summary_text};
 
@@ -395,6 +400,11 @@ fn test_difference(items: &Paired) -> Tested {
 /// Writes [`markdown`] to `path`.
 pub fn write_markdown(comparison: &Comparison, path: &Path) -> Result<(), CompareError> {
     write_file(path, &markdown(comparison))
+}
+
+/// Writes [`html()`] to `path`.
+pub fn write_html(comparison: &Comparison, path: &Path) -> Result<(), CompareError> {
+    write_file(path, &html(comparison))
 }
 
 /// Writes [`junit`] to `path`.

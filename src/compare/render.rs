@@ -9,7 +9,7 @@ use super::{Comparison, Verdict};
 /// Ids listed in full before the rest is counted.
 const LISTED: usize = 20;
 
-fn format_p(p: f64) -> String {
+pub(super) fn format_p(p: f64) -> String {
     if p != 0.0 && p < 1e-4 {
         format!("{p:.2e}")
     } else {
@@ -26,7 +26,7 @@ fn id_list(ids: &[String], show: impl Fn(&str) -> String) -> String {
     text
 }
 
-fn excluded_line(e: &super::Excluded) -> String {
+pub(super) fn excluded_line(e: &super::Excluded) -> String {
     let side = |run: &str, why: &Option<String>| why.as_ref().map(|w| format!("{run}: {w}"));
     let reasons: Vec<String> = [side("base", &e.base), side("new", &e.new)].into_iter().flatten().collect();
     format!("{} ({})", e.id, reasons.join("; "))
