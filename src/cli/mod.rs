@@ -5,6 +5,7 @@ mod compare;
 mod eval;
 mod images;
 mod model;
+mod report;
 mod run;
 mod sandbox;
 mod swe;
@@ -69,6 +70,8 @@ enum Command {
     /// Compare two runs item by item (a CI regression gate): paired test, verdict, exit 4 on
     /// a significant regression.
     Compare(compare::CompareArgs),
+    /// Write a finished run's report.md, junit.xml and report.html again from its files.
+    Report(report::ReportArgs),
 }
 
 impl Cli {
@@ -82,6 +85,7 @@ impl Cli {
             Command::Tasks(cmd) => tasks::run(cmd),
             Command::Eval(args) => eval::run(args),
             Command::Compare(args) => compare::run(args),
+            Command::Report(args) => report::run(args),
         }
     }
 }

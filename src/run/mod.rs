@@ -5,6 +5,7 @@ pub mod fingerprint;
 pub mod interrupt;
 pub mod kernel;
 pub mod pipeline;
+pub mod regenerate;
 pub mod scheduler;
 pub mod store;
 pub mod swe;
