@@ -150,7 +150,9 @@ fn twelve_regressions_against_one_improvement_fail_the_gate() {
     let root = tempfile::tempdir().unwrap();
     let (base, new) = regression_runs(root.path());
     let (md, xml) = (root.path().join("note.md"), root.path().join("reports/junit.xml"));
-    let out = compare(&[s(&base), s(&new), "--json", "--markdown", s(&md), "--junit", s(&xml)]);
+    let page = root.path().join("reports/compare.html");
+    let out =
+        compare(&[s(&base), s(&new), "--json", "--markdown", s(&md), "--junit", s(&xml), "--html", s(&page)]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let c = stdout_json(&out);
     for key in [
@@ -182,6 +184,15 @@ fn twelve_regressions_against_one_improvement_fail_the_gate() {
     assert_eq!(c["only_in_new"], json!(["repo__i20"]));
     assert_eq!(c["excluded"][0]["id"], "repo__i19");
     assert_eq!(c["excluded"][0]["new"], "env_error: environment_build_failed");
+
+    // The page: the verdict, and each flipped instance with both runs' verdicts.
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<div class=\"value\" id=\"verdict\"><span class=\"regression\">regression</span>"));
+    assert_eq!(
+        html.matches("<td class=\"regression\">regression</td><td>resolved</td><td>unresolved</td>").count(),
+        12
+    );
+    assert_eq!(html.matches("<td class=\"improvement\">improvement</td>").count(), 1);
 
     let note = std::fs::read_to_string(&md).unwrap();
     assert!(note.contains("**Verdict: `regression`**"), "{note}");
@@ -394,6 +405,24 @@ fn suites_with_several_seeds_use_the_paired_bootstrap() {
     assert!(regressed.len() > 20 && regressed.iter().all(|id| id.as_str().unwrap().contains(':')), "{c}");
     // Deterministic: the same runs give the same interval, byte for byte.
     assert_eq!(compare(&[s(&base), s(&worse), "--json"]).stdout, out.stdout);
+    // The page lists each regressed (seed, document) with its two scores.
+    let page = root.path().join("compare.html");
+    compare(&[s(&base), s(&worse), "--html", s(&page)]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let rows = "<td class=\"regression\">regression</td><td>1</td><td>0</td>";
+    assert_eq!(html.matches(rows).count(), regressed.len(), "{html}");
+
+    // The engine's subscribers wrote the views; `repairbench report` writes them again from the
+    // folder, byte for byte: one code path.
+    let views = ["report.md", "junit.xml", "report.html"];
+    let written: Vec<Vec<u8>> = views.iter().map(|v| std::fs::read(base.join(v)).unwrap()).collect();
+    for view in views {
+        std::fs::remove_file(base.join(view)).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_repairbench")).arg("report").arg(&base).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again: Vec<Vec<u8>> = views.iter().map(|v| std::fs::read(base.join(v)).unwrap()).collect();
+    assert!(written == again, "regenerated views differ");
 
     // Another draw of an equally good model is no regression.
     let out = compare(&[s(&base), s(&same), "--json", "--metric", "acc_norm"]);
