@@ -125,30 +125,21 @@ impl RunDir {
         let results_path = required(dir, "results.json", "the suite's results")?;
         let results: serde_json::Value = read_json(&results_path, "suite results")?;
         let manifest = read_json(&required(dir, "manifest.json", "the run's settings")?, "manifest")?;
-        let field_err = |field: &str, problem: &str| CompareError::Field {
-            path: results_path.clone(),
-            field: field.into(),
-            problem: problem.into(),
-        };
-        let seeds: BTreeSet<u64> = results["seeds"]
-            .as_array()
-            .ok_or_else(|| field_err("seeds", "is missing or not a list"))?
-            .iter()
-            .map(|s| s.as_u64().ok_or_else(|| field_err("seeds", "holds a value that is not a seed")))
-            .collect::<Result<_, _>>()?;
-        let items =
-            results["items"].as_u64().ok_or_else(|| field_err("items", "is missing or not a count"))?;
+        let shape = crate::suites::record::RunShape::of(&results).map_err(|(field, problem)| {
+            CompareError::Field { path: results_path.clone(), field: field.into(), problem: problem.into() }
+        })?;
 
         let mut notes = Vec::new();
         let (records, unreadable): (Vec<SampleRecord>, Vec<String>) =
             crate::report::read_jsonl(&samples_path);
         notes.extend(unreadable.into_iter().map(|line| format!("unreadable record skipped: {line}")));
-        let (by_key, dropped) = crate::suites::record::run_records(records, &seeds, items as usize);
+        let (by_key, dropped) = shape.records(records);
         if dropped > 0 {
             notes.push(format!(
-                "{}: {dropped} records of seeds or items outside this run (results.json: seeds {:?}, {items} items) left out",
+                "{}: {dropped} records of seeds or items outside this run (results.json: seeds {:?}, {} items) left out",
                 samples_path.display(),
-                seeds
+                shape.seeds,
+                shape.items
             ));
         }
         Ok(Self {

@@ -3,12 +3,11 @@
 //! subscribers call when it finishes: SWE from `report.json`, suites from `results.json` (seeds,
 //! item count) and `samples.jsonl` (the records).
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::report::ReportError;
 use crate::run::swe::{reports as swe_reports, GradeReport};
-use crate::suites::record::{documents, run_records};
+use crate::suites::record::{documents, RunShape};
 use crate::suites::{reports as suite_reports, SampleRecord};
 
 #[derive(Debug, thiserror::Error)]
@@ -100,29 +99,18 @@ pub fn regenerate(dir: &Path) -> Result<Regenerated, RegenerateError> {
 fn regenerate_suite(dir: &Path) -> Result<Regenerated, RegenerateError> {
     let results_path = dir.join("results.json");
     let results: serde_json::Value = read_json(&results_path, "suite results file")?;
-    let field = |field: &'static str, problem: &'static str| RegenerateError::Field {
-        path: results_path.clone(),
-        field,
-        problem,
-    };
-    let suite = results["suite"].as_str().ok_or_else(|| field("suite", "is missing or not a name"))?;
-    // Seeds in the order the run used them (the charts list them so).
-    let seeds: Vec<u64> = results["seeds"]
-        .as_array()
-        .ok_or_else(|| field("seeds", "is missing or not a list"))?
-        .iter()
-        .map(|s| s.as_u64().ok_or_else(|| field("seeds", "holds a value that is not a seed")))
-        .collect::<Result<_, _>>()?;
-    let items = results["items"].as_u64().ok_or_else(|| field("items", "is missing or not a count"))?;
+    let field = |(field, problem)| RegenerateError::Field { path: results_path.clone(), field, problem };
+    let shape = RunShape::of(&results).map_err(&field)?;
+    let suite = shape.suite.clone().ok_or_else(|| field(("suite", "is missing or not a name")))?;
     let samples_path = dir.join("samples.jsonl");
     let (records, unreadable): (Vec<SampleRecord>, Vec<String>) = crate::report::read_jsonl(&samples_path);
     for line in unreadable {
         tracing::warn!("unreadable record skipped: {line}");
     }
-    let seed_set: BTreeSet<u64> = seeds.iter().copied().collect();
-    let (records, _) = run_records(records, &seed_set, items as usize);
+    let (records, _) = shape.records(records);
     let doc_ids = documents(&records);
-    suite_reports::write_views(dir, suite, &seeds, &doc_ids, &records).map_err(RegenerateError::Write)?;
+    suite_reports::write_views(dir, &suite, &shape.seeds, &doc_ids, &records)
+        .map_err(RegenerateError::Write)?;
     Ok(Regenerated {
         run: format!("eval {suite}"),
         items: records.len(),

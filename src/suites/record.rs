@@ -80,28 +80,47 @@ impl StoredRecord for SampleRecord {
     }
 }
 
-/// The records of one run among those a `samples.jsonl` holds: the last one per item (as on
-/// resume), of the run's `seeds` and of its first `items` documents in data order, since an
-/// earlier run into the same folder may have left other seeds or a longer --limit. Also returns
-/// how many items were left out for that.
-pub fn run_records(
-    records: Vec<SampleRecord>,
-    seeds: &BTreeSet<u64>,
-    items: usize,
-) -> (BTreeMap<String, SampleRecord>, usize) {
-    let mut by_key: BTreeMap<String, SampleRecord> = BTreeMap::new();
-    for record in records {
-        by_key.insert(record.key(), record);
+/// What a suite run's `results.json` says of it: its suite, its seeds in the order it used
+/// them, and how many documents it evaluated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunShape {
+    pub suite: Option<String>,
+    pub seeds: Vec<u64>,
+    pub items: usize,
+}
+
+impl RunShape {
+    /// Reads `results`; an error is the field and what is wrong with it.
+    pub fn of(results: &serde_json::Value) -> Result<Self, (&'static str, &'static str)> {
+        let seeds = results["seeds"]
+            .as_array()
+            .ok_or(("seeds", "is missing or not a list"))?
+            .iter()
+            .map(|s| s.as_u64().ok_or(("seeds", "holds a value that is not a seed")))
+            .collect::<Result<_, _>>()?;
+        let items = results["items"].as_u64().ok_or(("items", "is missing or not a count"))?;
+        Ok(Self { suite: results["suite"].as_str().map(str::to_owned), seeds, items: items as usize })
     }
-    let before = by_key.len();
-    by_key.retain(|_, r| seeds.contains(&r.seed));
-    let docs = documents(&by_key);
-    if docs.len() > items {
-        let keep: BTreeSet<&String> = docs.iter().take(items).collect();
-        by_key.retain(|_, r| keep.contains(&r.doc_id));
+
+    /// The run's records among those a `samples.jsonl` holds: the last one per item (as on
+    /// resume), of its seeds and of its first `items` documents in data order, since an earlier
+    /// run into the same folder may have left other seeds or a longer --limit. Also returns how
+    /// many items were left out for that.
+    pub fn records(&self, records: Vec<SampleRecord>) -> (BTreeMap<String, SampleRecord>, usize) {
+        let mut by_key: BTreeMap<String, SampleRecord> = BTreeMap::new();
+        for record in records {
+            by_key.insert(record.key(), record);
+        }
+        let before = by_key.len();
+        by_key.retain(|_, r| self.seeds.contains(&r.seed));
+        let docs = documents(&by_key);
+        if docs.len() > self.items {
+            let keep: BTreeSet<&String> = docs.iter().take(self.items).collect();
+            by_key.retain(|_, r| keep.contains(&r.doc_id));
+        }
+        let dropped = before - by_key.len();
+        (by_key, dropped)
     }
-    let dropped = before - by_key.len();
-    (by_key, dropped)
 }
 
 /// The document ids of `records`, in data order.
