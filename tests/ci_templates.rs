@@ -66,7 +66,14 @@ fn the_gitlab_template_runs_as_written_and_gates_on_compare() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    for artifact in ["runs/baseline/junit.xml", "runs/candidate/report.md", "compare.xml", "compare.md"] {
+    for artifact in [
+        "runs/baseline/junit.xml",
+        "runs/candidate/report.md",
+        "runs/candidate/report.html",
+        "compare.xml",
+        "compare.md",
+        "compare.html",
+    ] {
         assert!(project.path().join(artifact).is_file(), "{artifact}");
     }
     let summary = std::fs::read_to_string(project.path().join("compare.md")).unwrap();
