@@ -380,7 +380,11 @@ async fn examine<S: Sandbox>(
         }
     }
     if maps[2].is_empty() {
-        return drop(record, "tests did not run", Some("no test ran with the fix (a collection error?)".into()));
+        return drop(
+            record,
+            "tests did not run",
+            Some("no test ran with the fix (a collection error?)".into()),
+        );
     }
     let (fail_to_pass, pass_to_pass, flaky) = derive_lists(&maps[0], &maps[1], &maps[2], &maps[3]);
     record.fail_to_pass = fail_to_pass;
