@@ -263,6 +263,46 @@ fn swe_report_renders_in_a_browser_with_hostile_patches_as_text() {
     println!("screenshot: {}", screenshot.display());
 }
 
+/// Runs `script` in a copy of `page` after the page's own script (the copy drops the page's
+/// policy, which admits our script only) and returns what it left in `data-probe` on the body.
+fn probe(page: &Path, script: &str) -> String {
+    let html = std::fs::read_to_string(page).unwrap();
+    let html = Regex::new(r#"<meta http-equiv="Content-Security-Policy"[^>]*>"#).unwrap().replace(&html, "");
+    let copy = page.with_file_name("probe.html");
+    let wrapped = format!(
+        "<script>document.body.setAttribute('data-probe', (function () {{ {script} }})());</script></body>"
+    );
+    std::fs::write(&copy, html.replace("</body>", &wrapped)).unwrap();
+    let (dom, _) = chromium(&copy, "", "--dump-dom");
+    let found = Regex::new(r#"data-probe="([^"]*)""#).unwrap().captures(&dom).map(|c| c[1].to_owned());
+    found.unwrap_or_else(|| panic!("the probe left nothing: {dom}"))
+}
+
+#[test]
+fn tables_sort_as_numbers_filter_and_keep_details_with_their_rows() {
+    let dir = output_folder("swe-table");
+    write_swe_run(&dir, false);
+    assert!(repairbench(&["report", s(&dir)]).status.success());
+    let times = "return [].map.call(document.querySelectorAll('#instances tr.item'), \
+                 function (r) { return r.cells[5].textContent; }).join(',');";
+    let script = format!(
+        "var th = document.querySelectorAll('#instances th')[5]; th.click(); var up = (function () {{ {times} }})(); \
+         th.click(); var down = (function () {{ {times} }})(); \
+         var paired = [].every.call(document.querySelectorAll('#instances tr.item'), \
+           function (r) {{ return r.nextElementSibling && r.nextElementSibling.classList.contains('detail'); }}); \
+         var only = document.querySelector('#instances select'); only.value = 'unresolved'; \
+         only.dispatchEvent(new Event('change')); \
+         var row = document.querySelector('#instances tr[data-id=\"acme__widgets-6\"]'); row.click(); \
+         return [up, down, paired, document.querySelector('#instances .count').textContent, \
+           row.nextElementSibling.hidden].join(' | ');"
+    );
+    let seen = probe(&dir.join("report.html"), &script);
+    assert_eq!(
+        seen,
+        "0.0 s,0.4 s,5.0 s,8.2 s,12.5 s,30.0 s | 30.0 s,12.5 s,8.2 s,5.0 s,0.4 s,0.0 s | true | showing 2 of 6 | false"
+    );
+}
+
 fn mc_record(seed: u64, doc: usize, subject: &str, right: bool) -> SampleRecord {
     let choices: Vec<ChoiceRecord> = (0..4)
         .map(|i| ChoiceRecord {
