@@ -15,8 +15,9 @@ use super::metrics::{Aggregate, MetricResult};
 use super::record::SampleRecord;
 use super::reports::primary_metric;
 
-/// The most item detail text one page embeds; later items point to samples.jsonl instead.
-const PAGE_DETAILS: usize = 12 * 1024 * 1024;
+/// The most item detail one page embeds (bytes of markup), so a full MMLU run stays a page a
+/// browser opens quickly; later items show their facts and point to samples.jsonl.
+const PAGE_DETAILS: usize = 6 * 1024 * 1024;
 /// The most of one output, and of the end of a prompt, shown.
 const OUTPUT_SHOWN: usize = 4000;
 const PROMPT_TAIL: usize = 1500;
@@ -275,11 +276,6 @@ fn item_detail(record: &SampleRecord, budget: &mut usize) -> Markup {
         ));
         return out;
     }
-    let mut spend = |text: &str, max: usize| -> (String, bool) {
-        let (shown, cut) = clip(text, max.min(*budget));
-        *budget = budget.saturating_sub(shown.len());
-        (shown, cut)
-    };
     for (i, output) in record.outputs.iter().enumerate() {
         let mut how = Vec::new();
         if let Some(finish) = output.finish {
@@ -289,7 +285,7 @@ fn item_detail(record: &SampleRecord, budget: &mut usize) -> Markup {
             how.push(format!("{status:?}").to_lowercase());
         }
         out.push(text_tag("h3", &[], &format!("Output {} {}", i + 1, how.join(", "))));
-        let (shown, cut) = spend(&output.text, OUTPUT_SHOWN);
+        let (shown, cut) = clip(&output.text, OUTPUT_SHOWN);
         out.push(pre(&if cut { format!("{shown}\n…") } else { shown }));
     }
     if !record.choices.is_empty() {
@@ -315,7 +311,7 @@ fn item_detail(record: &SampleRecord, budget: &mut usize) -> Markup {
     }
     let start = record.prompt.len().saturating_sub(PROMPT_TAIL);
     let start = (start..=record.prompt.len()).find(|i| record.prompt.is_char_boundary(*i)).unwrap_or(0);
-    let (tail, _) = spend(&record.prompt[start..], PROMPT_TAIL);
+    let tail = &record.prompt[start..];
     let mut folded = text_tag(
         "summary",
         &[],
@@ -325,7 +321,9 @@ fn item_detail(record: &SampleRecord, budget: &mut usize) -> Markup {
             "prompt".into()
         },
     );
-    folded.push(pre(&tail));
+    folded.push(pre(tail));
     out.push(tag("details", &[], folded));
+    // The whole detail counts against the page's budget: markup weighs as much as text here.
+    *budget = budget.saturating_sub(out.as_str().len());
     out
 }
