@@ -115,3 +115,35 @@ fn bad_input_exits_1_with_a_message() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("hf:OWNER/REPO/FILE"));
 }
+
+#[test]
+fn quantize_writes_a_model_of_the_target_type_that_scores_close_to_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let score = |model: &str| -> f64 {
+        let out = json_stdout(&repairbench(&[
+            "model",
+            "score",
+            model,
+            "--context",
+            "def add(a, b):\n    return",
+            "--continuation",
+            " a + b",
+            "--json",
+        ]));
+        out["sum_logprob"].as_f64().unwrap_or_else(|| panic!("sum_logprob in {out}"))
+    };
+    let source = score(repairbench::model::DEFAULT_MODEL);
+    for (to, tolerance) in [("q8_0", 0.25), ("q4_0", 2.0)] {
+        let path = dir.path().join(format!("{to}.gguf"));
+        let out = repairbench(&["model", "quantize", "--to", to, "--out", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let info = json_stdout(&repairbench(&["model", "info", path.to_str().unwrap(), "--json"]));
+        assert_eq!(info["quantization"], to.to_uppercase(), "{info}");
+        let requantized = score(path.to_str().unwrap());
+        // Q8_0 keeps nearly all of Q4_1's values; Q4_0 rounds them again, so it may drift more.
+        assert!((requantized - source).abs() < tolerance, "{to}: {requantized} vs {source}");
+    }
+    let refused = repairbench(&["model", "quantize", "--to", "q2_k", "--out", "/dev/null"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not a quantization repairbench runs"));
+}

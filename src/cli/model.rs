@@ -17,6 +17,21 @@ pub enum ModelCommand {
     Generate(GenerateArgs),
     /// Log-likelihood of a continuation given a context, token by token.
     Score(ScoreArgs),
+    /// Write the model re-quantized into another block type (to compare quantizations).
+    Quantize(QuantizeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QuantizeArgs {
+    /// A GGUF path, hf:OWNER/REPO/FILE or pip:PACKAGE/PATH-IN-WHEEL.
+    #[arg(default_value = DEFAULT_MODEL)]
+    model: String,
+    /// Target type: q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k or f16.
+    #[arg(long, value_parser = repairbench::model::quantize::parse_dtype)]
+    to: candle_core::quantized::GgmlDType,
+    /// The GGUF file to write.
+    #[arg(long)]
+    out: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +96,17 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<u8> {
         ModelCommand::Info(args) => info(args),
         ModelCommand::Generate(args) => generate(args),
         ModelCommand::Score(args) => score(args),
+        ModelCommand::Quantize(args) => {
+            let resolved = repairbench::model::source::resolve(&args.model)?;
+            let done = repairbench::model::quantize::requantize(&resolved.path, &args.out, args.to)?;
+            println!(
+                "wrote {} ({} tensors re-quantized, {} kept)",
+                args.out.display(),
+                done.converted,
+                done.kept
+            );
+            Ok(EXIT_OK)
+        }
     }
 }
 

@@ -59,7 +59,8 @@ pub struct GgufFile {
     pub file_size: u64,
 }
 
-const SUPPORTED: [GgmlDType; 10] = [
+/// The tensor types the forward pass runs.
+pub const SUPPORTED_DTYPES: [GgmlDType; 10] = [
     GgmlDType::Q4_0,
     GgmlDType::Q4_1,
     GgmlDType::Q5_0,
@@ -107,7 +108,7 @@ impl GgufFile {
         names.sort();
         for name in names {
             let info = &content.tensor_infos[name];
-            if !SUPPORTED.contains(&info.ggml_dtype) {
+            if !SUPPORTED_DTYPES.contains(&info.ggml_dtype) {
                 return Err(ModelError::UnsupportedQuantization {
                     path: path.to_path_buf(),
                     tensor: name.clone(),

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod gguf;
 pub mod kernels;
+pub mod quantize;
 pub mod sampling;
 pub mod source;
 pub mod tokenizer;
