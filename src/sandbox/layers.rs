@@ -103,23 +103,14 @@ async fn build_with_host_dir(
     host_dir: &HostDir,
     parent: &str,
 ) -> Result<String, ImageError> {
-    let parent_id =
-        docker.inspect_image(parent).await.map_err(api("inspect parent image"))?.id.unwrap_or_default();
+    // The tag hashes what identifies the host directory, not its bytes.
     let mut marker = spec.files.clone();
     marker.push(("host/.identity".into(), host_dir.identity.clone().into_bytes()));
     marker.push(("host/.include".into(), host_dir.include.join("\n").into_bytes()));
-    let inputs = layer_inputs_hash(&parent_id, &marker);
-    let tag = format!("repairbench/{}:{inputs}", spec.name);
-    if let Some(failure) = failed_before(&tag) {
-        return Err(failure);
-    }
-    if image_exists(docker, &tag).await? {
-        return Ok(tag);
-    }
-    let _lock = build_lock(&tag).await?;
-    if image_exists(docker, &tag).await? {
-        return Ok(tag);
-    }
+    let (tag, inputs, _lock) = match claim(docker, &spec.name, &marker, parent).await? {
+        Claim::Built(tag) => return Ok(tag),
+        Claim::Build { tag, inputs, lock } => (tag, inputs, lock),
+    };
     let dir = crate::env::cache_dir().join("contexts");
     std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
     let path = dir.join(format!("{}-{}.tar", spec.name, std::process::id()));
@@ -222,13 +213,17 @@ pub async fn build_layer(
     build_layer_sorted(docker, name, &files, parent).await
 }
 
-/// [`build_layer`] for files already sorted by path.
-pub(crate) async fn build_layer_sorted(
-    docker: &Docker,
-    name: &str,
-    files: &LayerFiles,
-    parent: &str,
-) -> Result<String, ImageError> {
+/// Whether a layer must be built.
+enum Claim {
+    /// It exists (perhaps built by another process while we waited for its lock).
+    Built(String),
+    /// Ours to build; the lock keeps other processes off this tag until the build ends.
+    Build { tag: String, inputs: String, lock: std::fs::File },
+}
+
+/// The tag of the layer whose inputs are `files` on `parent`, and whether it still has to be
+/// built. A tag that failed to build earlier in this process fails again without a build.
+async fn claim(docker: &Docker, name: &str, files: &LayerFiles, parent: &str) -> Result<Claim, ImageError> {
     let parent_id =
         docker.inspect_image(parent).await.map_err(api("inspect parent image"))?.id.unwrap_or_default();
     let inputs = layer_inputs_hash(&parent_id, files);
@@ -237,12 +232,26 @@ pub(crate) async fn build_layer_sorted(
         return Err(failure);
     }
     if image_exists(docker, &tag).await? {
-        return Ok(tag);
+        return Ok(Claim::Built(tag));
     }
-    let _lock = build_lock(&tag).await?;
+    let lock = build_lock(&tag).await?;
     if image_exists(docker, &tag).await? {
-        return Ok(tag);
+        return Ok(Claim::Built(tag));
     }
+    Ok(Claim::Build { tag, inputs, lock })
+}
+
+/// [`build_layer`] for files already sorted by path.
+pub(crate) async fn build_layer_sorted(
+    docker: &Docker,
+    name: &str,
+    files: &LayerFiles,
+    parent: &str,
+) -> Result<String, ImageError> {
+    let (tag, inputs, _lock) = match claim(docker, name, files, parent).await? {
+        Claim::Built(tag) => return Ok(tag),
+        Claim::Build { tag, inputs, lock } => (tag, inputs, lock),
+    };
 
     let entries: Vec<Entry<'_>> =
         files.iter().map(|(path, content)| Entry { path, mode: 0o644, contents: Some(content) }).collect();
