@@ -162,26 +162,7 @@ mod tests {
     use super::*;
     use crate::report::{Fanout, FinalWriter};
     use crate::run::fingerprint::FingerprintBuilder;
-    use serde::{Deserialize, Serialize};
-
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-    struct Item {
-        id: String,
-        value: u32,
-        fingerprint: Option<Fingerprint>,
-    }
-
-    impl StoredRecord for Item {
-        fn key(&self) -> String {
-            self.id.clone()
-        }
-        fn fingerprint(&self) -> Option<Fingerprint> {
-            self.fingerprint.clone()
-        }
-        fn is_infrastructure_failure(&self) -> bool {
-            false
-        }
-    }
+    use crate::run::store::tests::Item;
 
     /// One run over ids `a`, `b`, `c` where `b`'s input is `b_input`; returns what the final
     /// file subscriber saw and what the store holds.
@@ -208,7 +189,11 @@ mod tests {
         for (id, fingerprint) in todo {
             let value = if id == "b" { b_input.len() as u32 } else { 1 };
             kernel
-                .finish_item(Item { id: id.into(), value, fingerprint: Some(fingerprint) }, "done", true)
+                .finish_item(
+                    Item { id: id.into(), value, failed_infra: false, fingerprint: Some(fingerprint) },
+                    "done",
+                    true,
+                )
                 .unwrap();
         }
         let returned = kernel.finish_with(|records| BTreeMap::from([("n".into(), records.len())])).unwrap();

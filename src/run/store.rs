@@ -151,16 +151,17 @@ impl<R: StoredRecord + Send> report::Reporter<R> for ResultStore<R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::run::fingerprint::FingerprintBuilder;
 
+    /// A record for kernel and store tests.
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-    struct Item {
-        id: String,
-        value: u32,
-        failed_infra: bool,
-        fingerprint: Option<Fingerprint>,
+    pub(crate) struct Item {
+        pub(crate) id: String,
+        pub(crate) value: u32,
+        pub(crate) failed_infra: bool,
+        pub(crate) fingerprint: Option<Fingerprint>,
     }
 
     impl StoredRecord for Item {
