@@ -6,6 +6,7 @@
 //! models, grading never calls the model.
 
 pub mod compare;
+pub mod dates;
 pub mod deadline;
 pub mod env;
 pub mod grade;

@@ -5,28 +5,48 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use repairbench::run::pipeline;
+use repairbench::run::swe::harvest::source::{GitLabSource, HarvestSource};
 use repairbench::run::swe::harvest::HarvestPlan;
 use repairbench::run::swe::GradeSettings;
+use repairbench::tasks::gitlab::Token;
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
-    /// Make repair tasks from a repository's history: commits that change code and tests, with
-    /// FAIL_TO_PASS/PASS_TO_PASS derived by running the tests before and after. Writes one
-    /// task folder per kept commit and OUT/harvest.json (every candidate, kept or dropped
-    /// with the reason); rerunning into the same OUT resumes.
+    /// Make repair tasks from a repository's history (commits that change code and tests) or
+    /// from a GitLab project's merged merge requests, with FAIL_TO_PASS/PASS_TO_PASS derived by
+    /// running the tests before and after. Writes one task folder per kept candidate and
+    /// OUT/harvest.json (every candidate, kept or dropped with the reason); rerunning into the
+    /// same OUT resumes.
     Harvest(HarvestArgs),
 }
 
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["repo", "gitlab"]))]
 pub struct HarvestArgs {
     /// A git repository: a path, or a URL the git CLI can clone.
-    #[arg(long)]
-    repo: String,
-    /// Only these commits (repeatable); default: first-parent history from HEAD.
-    #[arg(long = "commit")]
+    #[arg(long, conflicts_with_all = ["gitlab", "project"])]
+    repo: Option<String>,
+    /// Only these commits (repeatable; with --repo); default: first-parent history from HEAD.
+    #[arg(long = "commit", requires = "repo")]
     commits: Vec<String>,
-    /// Only commits made on or after this day (YYYY-MM-DD, UTC).
-    #[arg(long, value_parser = parse_day)]
+    /// A GitLab instance (https://gitlab.example.com): harvest its project's merge requests.
+    #[arg(long, requires = "project")]
+    gitlab: Option<String>,
+    /// The GitLab project: numeric id or full path (group/project).
+    #[arg(long, requires = "gitlab")]
+    project: Option<String>,
+    /// Environment variable holding the GitLab token (read, never written anywhere).
+    #[arg(long, default_value = "GITLAB_TOKEN", requires = "gitlab")]
+    token_env: String,
+    /// Merge requests in this state; only merged ones put a fix on the target branch.
+    #[arg(long, default_value = "merged", value_parser = ["merged"], requires = "gitlab")]
+    state: String,
+    /// CA certificates (PEM) to trust for a self-hosted GitLab, instead of the built-in roots.
+    #[arg(long, requires = "gitlab")]
+    ca_cert: Option<PathBuf>,
+    /// Only commits (merge requests: merges) made on or after this day (YYYY-MM-DD, UTC): keep
+    /// tasks newer than a model's training cutoff.
+    #[arg(long, value_parser = repairbench::dates::parse_day)]
     since: Option<i64>,
     /// At most this many candidates, newest first.
     #[arg(long)]
@@ -44,28 +64,6 @@ pub struct HarvestArgs {
     out: PathBuf,
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-fn parse_day(text: &str) -> Result<i64, String> {
-    let parts: Vec<i64> = text
-        .split('-')
-        .map(|p| p.parse().map_err(|_| ()))
-        .collect::<Result<_, _>>()
-        .map_err(|_| format!("`{text}` is not a date like 2024-05-31"))?;
-    match parts.as_slice() {
-        [y, m, d] if (1..=12).contains(m) && (1..=31).contains(d) => Ok(days_from_civil(*y, *m, *d) * 86_400),
-        _ => Err(format!("`{text}` is not a date like 2024-05-31")),
-    }
-}
-
 pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
     let TasksCommand::Harvest(args) = cmd;
     if args.workers == 0 {
@@ -74,9 +72,25 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
     let mut settings = GradeSettings::new(String::new());
     settings.workers = args.workers;
     settings.timeout = args.timeout;
+    let source = match (args.repo, args.gitlab, args.project) {
+        (Some(repo), _, _) => HarvestSource::Git { repo, commits: args.commits },
+        (None, Some(url), Some(project)) => {
+            let token = std::env::var(&args.token_env).ok().filter(|t| !t.is_empty()).map(Token::new);
+            if token.is_none() {
+                tracing::info!(variable = %args.token_env, "no GitLab token set: only public projects can be read");
+            }
+            HarvestSource::GitLab(GitLabSource {
+                url,
+                project,
+                token,
+                state: args.state,
+                ca_cert: args.ca_cert,
+            })
+        }
+        _ => anyhow::bail!("give --repo, or --gitlab with --project"),
+    };
     let plan = HarvestPlan {
-        repo: args.repo,
-        commits: args.commits,
+        source,
         since: args.since,
         limit: args.limit,
         out: args.out.clone(),
@@ -86,8 +100,20 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
     let records = pipeline::harvest(plan)?;
     let kept = records.iter().filter(|r| r.kept).count();
     for record in &records {
-        let state = if record.kept { "kept".to_owned() } else { record.reason.clone().unwrap_or_default() };
-        println!("{:<14} {:<24} {state}", &record.commit[..record.commit.len().min(12)], record.instance_id);
+        let mut state =
+            if record.kept { "kept".to_owned() } else { record.reason.clone().unwrap_or_default() };
+        if let Some(later) = &record.fix_text_at_later_commit {
+            state.push_str(&format!(
+                " (fix still verbatim at {})",
+                &later.commit[..later.commit.len().min(12)]
+            ));
+        }
+        let mr = record.merge_request.as_ref().map(|mr| format!("!{}", mr.iid)).unwrap_or_default();
+        println!(
+            "{:<14} {mr:<6} {:<24} {state}",
+            &record.commit[..record.commit.len().min(12)],
+            record.instance_id
+        );
     }
     println!(
         "{kept} task(s) kept of {} candidate(s); {}",
@@ -95,14 +121,4 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
         args.out.join("harvest.json").display()
     );
     Ok(super::EXIT_OK)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn days_are_counted_from_the_epoch() {
-        assert_eq!(super::parse_day("1970-01-01"), Ok(0));
-        assert_eq!(super::parse_day("2024-03-01"), Ok(1_709_251_200));
-        assert!(super::parse_day("2024-13-01").is_err());
-    }
 }

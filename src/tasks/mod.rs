@@ -4,6 +4,7 @@
 //! [`Skipped`] entry naming the file, line and what was expected, and the rest goes on.
 
 pub mod ci;
+pub mod gitlab;
 pub mod prompt;
 pub mod repos;
 

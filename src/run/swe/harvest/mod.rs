@@ -7,11 +7,15 @@
 //! the same tree is flaky and left out of both. Kept candidates become task folders (task.json
 //! with its `harvest` origin, and a bundle holding the base commit); every candidate, kept or
 //! dropped with the reason, is a record of the run (`harvest.jsonl`, resumable, and
-//! `harvest.json` at the end).
+//! `harvest.json` at the end). Candidates come from git history or from a GitLab project's
+//! merged merge requests ([`source`]); each carries its dates and a flag when its fix is still
+//! verbatim in a later commit ([`decontaminate`]).
+
+pub mod decontaminate;
+pub mod source;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,15 +30,14 @@ use crate::sandbox::{EnvSpec, Sandbox};
 use crate::tasks::{RepoLocator, SweTask};
 
 use super::{environment_image, execute, prepare, safe_name, GradeSettings, RunError, WORKSPACE};
+use decontaminate::LaterCommit;
+use source::{git, Candidate, HarvestSource, MergeRequestOrigin};
 
 /// What to harvest.
 #[derive(Debug, Clone)]
 pub struct HarvestPlan {
-    /// A git repository (path or URL the git CLI can clone).
-    pub repo: String,
-    /// Only these commits (full or abbreviated ids); otherwise first-parent history from HEAD.
-    pub commits: Vec<String>,
-    /// Only commits at or after this time (seconds since the epoch).
+    pub source: HarvestSource,
+    /// Only commits (merge requests: merges) at or after this time (seconds since the epoch).
     pub since: Option<i64>,
     /// At most this many candidates (commits that change code and tests), newest first.
     pub limit: Option<usize>,
@@ -61,8 +64,34 @@ pub struct HarvestRecord {
     pub flaky: Vec<String>,
     /// Commit time (seconds since the epoch), for keeping only tasks newer than a model.
     pub committed_unix: i64,
+    /// The merge request it comes from (GitLab), with its merge date and closed issues.
+    #[serde(default)]
+    pub merge_request: Option<MergeRequestOrigin>,
+    /// A later commit that still holds the fix verbatim: a model trained on it saw the answer.
+    #[serde(default)]
+    pub fix_text_at_later_commit: Option<LaterCommit>,
     pub seconds: f64,
     pub fingerprint: Option<Fingerprint>,
+}
+
+impl HarvestRecord {
+    fn new(commit: &str, instance_id: String, committed_unix: i64) -> Self {
+        Self {
+            commit: commit.to_owned(),
+            instance_id,
+            kept: false,
+            reason: None,
+            detail: None,
+            fail_to_pass: Vec::new(),
+            pass_to_pass: Vec::new(),
+            flaky: Vec::new(),
+            committed_unix,
+            merge_request: None,
+            fix_text_at_later_commit: None,
+            seconds: 0.0,
+            fingerprint: None,
+        }
+    }
 }
 
 impl StoredRecord for HarvestRecord {
@@ -75,70 +104,6 @@ impl StoredRecord for HarvestRecord {
     fn is_infrastructure_failure(&self) -> bool {
         matches!(self.reason.as_deref(), Some("environment failed" | "tests did not run"))
     }
-}
-
-/// A commit that may become a task.
-#[derive(Debug, Clone)]
-struct Candidate {
-    commit: String,
-    parent: String,
-    committed_unix: i64,
-    message: String,
-    code_files: Vec<String>,
-    test_files: Vec<String>,
-}
-
-fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
-    let out = crate::deadline::output_within(
-        Command::new("git").arg("-C").arg(repo).args(args).env("GIT_TERMINAL_PROMPT", "0"),
-        crate::deadline::CLONE_TIMEOUT,
-    )
-    .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The commits to look at, newest first, with their split into code and test files.
-fn candidates(mirror: &Path, plan: &HarvestPlan) -> Result<Vec<Candidate>, String> {
-    let listed = if plan.commits.is_empty() {
-        git(mirror, &["rev-list", "--first-parent", "HEAD"])?
-    } else {
-        let mut out = String::new();
-        for commit in &plan.commits {
-            out.push_str(&git(mirror, &["rev-parse", "--verify", &format!("{commit}^{{commit}}")])?);
-        }
-        out
-    };
-    let mut found = Vec::new();
-    for commit in listed.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let meta = git(mirror, &["show", "-s", "--format=%P%n%ct%n%B", commit])?;
-        let mut lines = meta.lines();
-        let Some(parent) = lines.next().and_then(|p| p.split_whitespace().next()).map(str::to_owned) else {
-            continue; // the root commit has no base
-        };
-        let committed_unix: i64 = lines.next().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
-        if plan.since.is_some_and(|since| committed_unix < since) {
-            continue;
-        }
-        let message: String = lines.collect::<Vec<_>>().join("\n").trim().to_owned();
-        let files = git(mirror, &["diff", "--name-only", "--no-renames", &parent, commit])?;
-        let (test_files, code_files): (Vec<String>, Vec<String>) = files
-            .lines()
-            .filter(|f| !f.is_empty())
-            .map(str::to_owned)
-            .partition(|f| crate::patch::protect::is_test_path(f));
-        found.push(Candidate {
-            commit: commit.to_owned(),
-            parent,
-            committed_unix,
-            message,
-            code_files,
-            test_files,
-        });
-    }
-    Ok(found)
 }
 
 /// Harvests `plan.repo` into `plan.out`.
@@ -155,33 +120,26 @@ pub async fn harvest<S: Sandbox + 'static>(
     // A fresh mirror each run, so commits made since the last run are there.
     let _ = std::fs::remove_dir_all(work.join("mirrors"));
     std::fs::create_dir_all(&work).map_err(io(&work))?;
-    let name = plan.repo.trim_end_matches('/').trim_end_matches(".git").rsplit('/').next().unwrap_or("repo");
-    let name = safe_name(name);
+    let source = plan.source.clone();
+    let opened = tokio::task::spawn_blocking({
+        let work = work.clone();
+        move || source::open(&source, &work)
+    })
+    .await
+    .map_err(|e| RunError::Harvest(e.to_string()))?
+    .map_err(RunError::Harvest)?;
+    let name = safe_name(&opened.name);
     let repo_id = format!("local/{name}");
-    let locator = Arc::new(RepoLocator::new(None, Some(plan.repo.clone()), work.clone()));
-    let probe = task_for(
-        &repo_id,
-        &name,
-        "HEAD",
-        &Candidate {
-            commit: String::new(),
-            parent: String::new(),
-            committed_unix: 0,
-            message: String::new(),
-            code_files: Vec::new(),
-            test_files: Vec::new(),
-        },
-    );
+    let locator = Arc::new(RepoLocator::new(None, Some(opened.repo.clone()), work.clone()));
+    let probe = task_for(&repo_id, &format!("{name}-HEAD"), &Candidate::default());
     let mirror = locator.locate(&probe).map_err(|e| RunError::Harvest(crate::error_chain(&e)))?;
-    let mut found = candidates(&mirror, plan).map_err(RunError::Harvest)?;
-    if let Some(limit) = plan.limit {
-        let mut kept = 0;
-        found.retain(|c| {
-            let candidate = !c.code_files.is_empty() && !c.test_files.is_empty();
-            kept += usize::from(candidate);
-            !candidate || kept <= limit
-        });
-    }
+    let found = tokio::task::spawn_blocking({
+        let (mirror, since, limit) = (mirror.clone(), plan.since, plan.limit);
+        move || opened.candidates(&mirror, since, limit)
+    })
+    .await
+    .map_err(|e| RunError::Harvest(e.to_string()))?
+    .map_err(RunError::Harvest)?;
 
     let out = plan.out.clone();
     let mut harvest_json = FinalWriter::new(|run: &RunRecords<HarvestRecord>| {
@@ -230,17 +188,9 @@ pub async fn harvest<S: Sandbox + 'static>(
                 }
             },
             |commit, why| HarvestRecord {
-                commit: commit.to_owned(),
-                instance_id: String::new(),
-                kept: false,
                 reason: Some("tests did not run".into()),
                 detail: Some(why),
-                fail_to_pass: Vec::new(),
-                pass_to_pass: Vec::new(),
-                flaky: Vec::new(),
-                committed_unix: 0,
-                seconds: 0.0,
-                fingerprint: None,
+                ..HarvestRecord::new(commit, String::new(), 0)
             },
             |r| (r.reason.clone().unwrap_or_else(|| "kept".into()), r.kept),
         )
@@ -258,13 +208,14 @@ pub async fn harvest<S: Sandbox + 'static>(
     Ok(run.records.into_values().collect())
 }
 
-fn task_for(repo_id: &str, name: &str, short: &str, c: &Candidate) -> SweTask {
+fn task_for(repo_id: &str, instance_id: &str, c: &Candidate) -> SweTask {
     let text = serde_json::json!({
         "repo": repo_id,
-        "instance_id": format!("{name}-{short}"),
+        "instance_id": instance_id,
         "base_commit": c.parent,
         "test_patch": "",
-        "problem_statement": c.message,
+        "problem_statement": c.problem_statement.as_deref().unwrap_or(&c.message),
+        "hints_text": c.hints_text,
         "FAIL_TO_PASS": [],
     });
     serde_json::from_value(text).expect("a well-formed task")
@@ -283,17 +234,8 @@ async fn examine<S: Sandbox>(
 ) -> HarvestRecord {
     let short = &c.commit[..c.commit.len().min(12)];
     let mut record = HarvestRecord {
-        commit: c.commit.clone(),
-        instance_id: format!("{name}-{short}"),
-        kept: false,
-        reason: None,
-        detail: None,
-        fail_to_pass: Vec::new(),
-        pass_to_pass: Vec::new(),
-        flaky: Vec::new(),
-        committed_unix: c.committed_unix,
-        seconds: 0.0,
-        fingerprint: None,
+        merge_request: c.merge_request.clone(),
+        ..HarvestRecord::new(&c.commit, format!("{name}-{short}"), c.committed_unix)
     };
     let drop = |mut record: HarvestRecord, reason: &str, detail: Option<String>| {
         record.reason = Some(reason.to_owned());
@@ -323,7 +265,7 @@ async fn examine<S: Sandbox>(
         (Ok(p), Ok(t)) => (p, t),
         (Err(e), _) | (_, Err(e)) => return drop(record, "tests did not run", Some(e)),
     };
-    let mut task = task_for(repo_id, name, short, c);
+    let mut task = task_for(repo_id, &record.instance_id, c);
     task.patch = patch.clone();
     task.test_patch = test_patch;
     let log_dir = out.join(".harvest").join("logs").join(&record.instance_id);
@@ -352,6 +294,7 @@ async fn examine<S: Sandbox>(
         log_dir: &log_dir,
     };
     // Two runs of each tree: without the fix (base + test_patch), then with it.
+    let runs_started = Instant::now();
     let mut maps: Vec<StatusMap> = Vec::new();
     for with_fix in [false, false, true, true] {
         let prepared = {
@@ -396,7 +339,13 @@ async fn examine<S: Sandbox>(
     }
     task.fail_to_pass = record.fail_to_pass.clone();
     task.pass_to_pass = record.pass_to_pass.clone();
-    match write_task(out, mirror, &task, c, &record) {
+    record.fix_text_at_later_commit = decontaminate::fix_text_at_later_commit(mirror, &patch, &c.commit);
+    let runs = TestRuns {
+        runner: runner.as_str(),
+        test_files: &test_files,
+        seconds: runs_started.elapsed().as_secs_f64(),
+    };
+    match write_task(out, mirror, &task, c, &record, &runs) {
         Ok(()) => record.kept = true,
         Err(e) => return drop(record, "tests did not run", Some(format!("writing the task: {e}"))),
     }
@@ -430,6 +379,13 @@ pub fn derive_lists(
     (f2p, p2p, flaky)
 }
 
+/// How a kept candidate's lists were derived, for its `harvest` origin.
+struct TestRuns<'a> {
+    runner: &'static str,
+    test_files: &'a [String],
+    seconds: f64,
+}
+
 /// `OUT/ID/task.json` with its origin, and `OUT/ID/repo.bundle` holding the base commit.
 fn write_task(
     out: &Path,
@@ -437,6 +393,7 @@ fn write_task(
     task: &SweTask,
     c: &Candidate,
     record: &HarvestRecord,
+    runs: &TestRuns,
 ) -> Result<(), String> {
     let dir = out.join(&task.instance_id);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -446,13 +403,20 @@ fn write_task(
     git(mirror, &["bundle", "create", "--quiet", &bundle.display().to_string(), &base_ref])?;
     let mut value = serde_json::to_value(task).map_err(|e| e.to_string())?;
     value["environment_setup_commit"] = c.parent.clone().into();
-    value["created_at"] = c.committed_unix.to_string().into();
+    let created = c.merge_request.as_ref().and_then(|mr| mr.merged_unix).unwrap_or(c.committed_unix);
+    value["created_at"] = created.to_string().into();
     value["harvest"] = serde_json::json!({
+        "source": if c.merge_request.is_some() { "gitlab" } else { "git" },
         "source_commit": c.commit,
         "committed_unix": c.committed_unix,
+        "merge_request": c.merge_request,
+        "fix_text_at_later_commit": record.fix_text_at_later_commit,
         "code_files": c.code_files,
         "test_files": c.test_files,
-        "runs": "twice without the fix (base + test_patch), twice with it",
+        "runner": runs.runner,
+        "tests_run": runs.test_files,
+        "runs": "twice without the fix (base + test_patch), twice with it, each in a fresh container",
+        "runs_seconds": (runs.seconds * 10.0).round() / 10.0,
         "flaky": record.flaky,
     });
     let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n";
