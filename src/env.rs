@@ -10,6 +10,10 @@ pub const HF_HOME: &str = "HF_HOME";
 pub const HF_ENDPOINT: &str = "HF_ENDPOINT";
 /// Hugging Face access token for gated repositories.
 pub const HF_TOKEN: &str = "HF_TOKEN";
+/// GitLab token for `tasks harvest --gitlab` (the default of `--token-env`).
+pub const GITLAB_TOKEN: &str = "GITLAB_TOKEN";
+/// API key for `openai:` models (the default of `--api-key-env`).
+pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 /// Log filter for `tracing` (e.g. `repairbench=debug`).
 pub const LOG: &str = "REPAIRBENCH_LOG";
 /// Directory with the suite definitions (`suites/*.toml`); default: the source tree's `harness/`.

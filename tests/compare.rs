@@ -318,6 +318,7 @@ impl Scripted {
             eos_token: None,
             add_bos: false,
             chat_template: None,
+            served: None,
         };
         Self { info, skill, rng: SplitMix64::new(seed) }
     }

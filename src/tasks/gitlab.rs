@@ -1,8 +1,7 @@
 //! GitLab's REST API v4, as far as harvesting tasks needs it: a project, its merged merge
 //! requests, the issues each one closes and those issues' notes. Lists are followed page by
 //! page (the `Link: rel="next"` header, else `x-next-page`), never by `x-total`, which GitLab
-//! leaves out for large lists. A 429 or a 502/503/504 is retried after `Retry-After` (or a
-//! growing pause when there is none). The token travels only in request headers: it is never
+//! leaves out for large lists. A 429 or a 5xx is retried ([`crate::http`]). The token travels only in request headers: it is never
 //! written to disk, to logs or into a URL, and it is only sent to the instance named.
 
 use std::io::Read;
@@ -12,24 +11,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// A token that never shows in `Debug` output or logs.
-#[derive(Clone)]
-pub struct Token(String);
-
-impl Token {
-    pub fn new(value: String) -> Self {
-        Self(value)
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(…)")
-    }
-}
+use crate::http::Secret;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitLabError {
@@ -47,7 +29,7 @@ pub enum GitLabError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("GitLab {url}: still rate-limited after {attempts} attempts")]
+    #[error("GitLab {url}: still rate-limited or unavailable after {attempts} attempts")]
     RateLimited { url: String, attempts: u32 },
     #[error("GitLab {url}: the next page `{next}` is not on the same instance; not followed")]
     ForeignLink { url: String, next: String },
@@ -121,7 +103,7 @@ pub struct Note {
 pub struct GitLab {
     /// `https://host[/prefix]/api/v4`
     api: String,
-    token: Option<Token>,
+    token: Option<Secret>,
     agent: ureq::Agent,
     /// Attempts per request when rate-limited or the server is briefly unavailable.
     attempts: u32,
@@ -159,18 +141,10 @@ fn next_link(header: &str) -> Option<String> {
     })
 }
 
-/// How long to wait before retrying: `Retry-After` in seconds (GitLab sends seconds), else
-/// 1, 2, 4 … seconds by attempt; never more than a minute.
-fn retry_pause(retry_after: Option<&str>, attempt: u32) -> Duration {
-    let seconds =
-        retry_after.and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or_else(|| 1u64 << attempt.min(5));
-    Duration::from_secs(seconds.min(60))
-}
-
 impl GitLab {
     /// A client for the instance at `base` (`https://gitlab.example.com`), trusting the CA
     /// certificates in `ca_cert` (PEM) instead of the built-in roots when given.
-    pub fn new(base: &str, token: Option<Token>, ca_cert: Option<&Path>) -> Result<Self, GitLabError> {
+    pub fn new(base: &str, token: Option<Secret>, ca_cert: Option<&Path>) -> Result<Self, GitLabError> {
         let base = base.trim_end_matches('/');
         if !(base.starts_with("https://") || base.starts_with("http://")) {
             return Err(GitLabError::BadUrl(base.to_owned()));
@@ -202,50 +176,47 @@ impl GitLab {
         Ok(Self { api: format!("{base}/api/v4"), token, agent: config.build().into(), attempts: 6 })
     }
 
-    /// One GET with retries; the body and the next page's URL.
+    /// One GET (retried while rate-limited); the body and the next page's URL.
     fn get(&self, url: &str) -> Result<(Vec<u8>, Option<String>), GitLabError> {
-        for attempt in 0..self.attempts {
+        let transport = |source| GitLabError::Transport { url: url.to_owned(), source: Box::new(source) };
+        let mut response = crate::http::with_retries(url, self.attempts, || {
             let mut request = self.agent.get(url).header("Accept", "application/json");
             if let Some(token) = &self.token {
                 request = request.header("PRIVATE-TOKEN", token.expose());
             }
-            let transport = |source| GitLabError::Transport { url: url.to_owned(), source: Box::new(source) };
-            let mut response = request.call().map_err(transport)?;
-            let status = response.status().as_u16();
-            let header =
-                |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-            if matches!(status, 429 | 502 | 503 | 504) {
-                let pause = retry_pause(header("retry-after").as_deref(), attempt);
-                tracing::warn!(%url, status, seconds = pause.as_secs(), "GitLab asks to retry later");
-                std::thread::sleep(pause);
-                continue;
-            }
-            let next = match header("link").as_deref().and_then(next_link) {
-                Some(next) => Some(next),
-                None => header("x-next-page")
-                    .filter(|p| !p.trim().is_empty())
-                    .map(|page| with_page(url, page.trim())),
-            };
-            let mut body = Vec::new();
-            response
-                .body_mut()
-                .as_reader()
-                .take(64 << 20)
-                .read_to_end(&mut body)
-                .map_err(|e| transport(ureq::Error::Io(e)))?;
-            if !(200..300).contains(&status) {
-                let text = String::from_utf8_lossy(&body);
-                let body = text.trim().chars().take(300).collect();
-                return Err(GitLabError::Status { url: url.to_owned(), status, body });
-            }
-            if let Some(next) = &next {
-                if !next.starts_with(&format!("{}/", self.api)) {
-                    return Err(GitLabError::ForeignLink { url: url.to_owned(), next: next.clone() });
-                }
-            }
-            return Ok((body, next));
+            request.call()
+        })
+        .map_err(transport)?;
+        let status = response.status().as_u16();
+        if crate::http::is_retryable(status) {
+            return Err(GitLabError::RateLimited { url: url.to_owned(), attempts: self.attempts });
         }
-        Err(GitLabError::RateLimited { url: url.to_owned(), attempts: self.attempts })
+        let header =
+            |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let next = match header("link").as_deref().and_then(next_link) {
+            Some(next) => Some(next),
+            None => {
+                header("x-next-page").filter(|p| !p.trim().is_empty()).map(|page| with_page(url, page.trim()))
+            }
+        };
+        let mut body = Vec::new();
+        response
+            .body_mut()
+            .as_reader()
+            .take(64 << 20)
+            .read_to_end(&mut body)
+            .map_err(|e| transport(ureq::Error::Io(e)))?;
+        if !(200..300).contains(&status) {
+            let text = String::from_utf8_lossy(&body);
+            let body = text.trim().chars().take(300).collect();
+            return Err(GitLabError::Status { url: url.to_owned(), status, body });
+        }
+        if let Some(next) = &next {
+            if !next.starts_with(&format!("{}/", self.api)) {
+                return Err(GitLabError::ForeignLink { url: url.to_owned(), next: next.clone() });
+            }
+        }
+        Ok((body, next))
     }
 
     fn get_one<T: DeserializeOwned>(&self, path: &str) -> Result<T, GitLabError> {
@@ -388,13 +359,6 @@ mod tests {
             with_page("https://h/api/v4/x?state=merged&page=1&per_page=100", "2"),
             "https://h/api/v4/x?state=merged&per_page=100&page=2"
         );
-    }
-
-    #[test]
-    fn retry_after_is_honoured_and_bounded() {
-        assert_eq!(retry_pause(Some("3"), 0), Duration::from_secs(3));
-        assert_eq!(retry_pause(Some("3600"), 0), Duration::from_secs(60));
-        assert_eq!(retry_pause(None, 2), Duration::from_secs(4));
     }
 
     #[test]

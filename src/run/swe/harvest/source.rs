@@ -7,7 +7,8 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tasks::gitlab::{self, GitLab, MergeRequest, Token};
+use crate::http::Secret;
+use crate::tasks::gitlab::{self, GitLab, MergeRequest};
 
 /// Where to harvest from.
 #[derive(Debug, Clone)]
@@ -28,7 +29,7 @@ pub struct GitLabSource {
     pub url: String,
     /// Numeric id or full path (`group/project`).
     pub project: String,
-    pub token: Option<Token>,
+    pub token: Option<Secret>,
     /// Merge request state; only merged ones have a fix on the target branch.
     pub state: String,
     /// CA certificates (PEM) of a self-hosted instance.

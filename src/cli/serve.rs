@@ -1,0 +1,30 @@
+//! `repairbench serve`: flags resolved, then [`repairbench::serve::serve`].
+
+use clap::Args;
+use repairbench::model::{Engine, DEFAULT_MODEL};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The model: a GGUF path, `hf:REPO/FILE` or `pip:PACKAGE/FILE` (default: the bundled
+    /// SmolLM2-135M-Instruct Q4_1).
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// 0 picks a free port; the address is printed on the first line of stdout.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
+    let source = args.model.as_deref().unwrap_or(DEFAULT_MODEL);
+    let engine = Engine::load(source)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let addr = format!("{}:{}", args.host, args.port);
+    runtime.block_on(repairbench::serve::serve(engine, &addr, |local| {
+        use std::io::Write;
+        println!("listening on http://{local}/v1");
+        let _ = std::io::stdout().flush();
+    }))?;
+    Ok(super::EXIT_OK)
+}

@@ -1,0 +1,67 @@
+//! `repairbench serve`: our engine behind an OpenAI-compatible HTTP API, so harnesses that
+//! speak it (lm-evaluation-harness's local-completions, inspect, SWE-bench's inference
+//! scripts, the `openai` client) can evaluate a GGUF model through repairbench's engine.
+//!
+//! Endpoints: `/v1/models`, `/v1/completions` (`echo`, `logprobs`, `n`, `seed`, `stop`,
+//! `max_tokens`, `temperature`, `top_p`) and `/v1/chat/completions` (the GGUF chat template;
+//! `stream` as server-sent events). Bad requests get OpenAI-style error bodies with 4xx codes.
+//! One request is computed at a time (the engine has one KV cache per call).
+
+mod api;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::model::Engine;
+
+/// The served model and the id clients call it by.
+pub struct Served {
+    pub engine: Mutex<Engine>,
+    pub id: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the server stopped")]
+    Serve(#[source] std::io::Error),
+}
+
+/// The routes, for a listener or a test.
+pub fn router(served: Arc<Served>) -> Router {
+    Router::new()
+        .route("/v1/models", get(api::models))
+        .route("/v1/completions", post(api::completions))
+        .route("/v1/chat/completions", post(api::chat_completions))
+        .fallback(api::not_found)
+        .with_state(served)
+}
+
+/// Serves `engine` on `addr` until the process is stopped; `on_listening` gets the bound
+/// address (port 0 picks a free one).
+pub async fn serve(
+    engine: Engine,
+    addr: &str,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let info = crate::model::LanguageModel::info(&engine).clone();
+    let id = info.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| {
+        info.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into())
+    });
+    let served = Arc::new(Served { engine: Mutex::new(engine), id });
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr: addr.to_owned(), source })?;
+    let local = listener.local_addr().map_err(|source| ServeError::Bind { addr: addr.to_owned(), source })?;
+    tracing::info!(%local, model = %served.id, "serving");
+    on_listening(local);
+    axum::serve(listener, router(served)).await.map_err(ServeError::Serve)
+}
