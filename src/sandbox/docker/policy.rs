@@ -15,6 +15,25 @@ pub const SANDBOX_USER: &str = "1000:1000";
 /// Size of the private `/tmp` (memory-backed, charged to the container's memory limit).
 const TMP_SIZE: &str = "64m";
 
+/// Size of each data directory a service gets (memory-backed, charged to its memory limit).
+const DATA_DIR_SIZE: &str = "256m";
+
+/// Adds writable data directories to a service's configuration: private tmpfs mounts owned by
+/// the container's user, so a database can write its files while the root stays read-only.
+/// They hold no executables and vanish with the container.
+pub fn add_data_dirs(config: &mut ContainerCreateBody, dirs: &[String]) {
+    let owner = config.user.clone().unwrap_or_else(|| SANDBOX_USER.to_string());
+    let (uid, gid) = owner.split_once(':').unwrap_or((owner.as_str(), owner.as_str()));
+    let host = config.host_config.get_or_insert_with(Default::default);
+    let tmpfs = host.tmpfs.get_or_insert_with(Default::default);
+    for dir in dirs {
+        tmpfs.insert(
+            dir.clone(),
+            format!("rw,nosuid,nodev,noexec,size={DATA_DIR_SIZE},uid={uid},gid={gid},mode=0700"),
+        );
+    }
+}
+
 /// The hardened container configuration for untrusted code: the spec's user (see
 /// [`SandboxUser`]), no capabilities beyond the supervisor's three, no new privileges,
 /// read-only root, limits, a private workspace and `/tmp`, every resource carrying `labels`.
