@@ -11,8 +11,10 @@ use crate::grade::runners::RunnerKind;
 use crate::grade::{self, junit, pytest_log, StatusMap, StatusSource, Verdict};
 use crate::sandbox::{self, EnvSpec, ExecRequest, ExecResult, Sandbox};
 use crate::tasks::ci::CiJob;
+use crate::tasks::services::RUNNER_NAME;
 use crate::tasks::SweTask;
 
+use super::services;
 use super::verdict::{self, RunFacts, Step};
 use super::{InstanceResult, WORKSPACE};
 
@@ -25,6 +27,8 @@ pub struct TestRun {
     pub junit_xml: Option<String>,
     /// The CI jobs the task selected, each also in `results` as `ci:JOB`.
     pub ci: Vec<super::runners::CiOutcome>,
+    /// What the task's services did (their checks are in `results` as `service:NAME::CHECK`).
+    pub services: Vec<super::services::ServiceOutcome>,
 }
 
 impl TestRun {
@@ -85,9 +89,10 @@ impl TestPlan<'_> {
         sandbox: &S,
         tree_tar: &[u8],
     ) -> Result<TestRun, sandbox::SandboxError> {
-        let mut run = match self.runner {
-            RunnerKind::Pytest => self.run_pytest(sandbox, tree_tar).await?,
-            runner => self.run_other(sandbox, tree_tar, runner).await?,
+        let mut run = if self.task.services.is_empty() {
+            self.run_tests(sandbox, tree_tar, None).await?
+        } else {
+            self.run_with_services(sandbox, tree_tar).await?
         };
         if !self.ci_jobs.is_empty() {
             let ci = super::runners::run_ci_jobs(
@@ -110,15 +115,60 @@ impl TestPlan<'_> {
         Ok(run)
     }
 
+    /// The tests alone, in a fresh environment (on the services' network when `group` is given).
+    async fn run_tests<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        tree_tar: &[u8],
+        group: Option<&S::Services>,
+    ) -> Result<TestRun, sandbox::SandboxError> {
+        match self.runner {
+            RunnerKind::Pytest => self.run_pytest(sandbox, tree_tar, group).await,
+            runner => self.run_other(sandbox, tree_tar, runner, group).await,
+        }
+    }
+
+    /// One attempt with the task's services: a fresh group on a private network, the tests
+    /// on it, the checks inside the services, then every service's log and state recorded
+    /// and the group removed, whatever happened to the tests.
+    async fn run_with_services<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        tree_tar: &[u8],
+    ) -> Result<TestRun, sandbox::SandboxError> {
+        let specs = services::specs(self.task, tree_tar, &self.spec.limits);
+        let group = sandbox
+            .start_services(&specs, services::default_ready_timeout())
+            .await
+            .map_err(|e| sandbox::SandboxError::Services(Box::new(e)))?;
+        let tested = self.run_tests(sandbox, tree_tar, Some(&group)).await;
+        let ran = services::run_command_checks(sandbox, &group, self.task).await;
+        let (states, removed) = sandbox.stop_services(group).await;
+        if let Err(e) = removed {
+            tracing::warn!("removing the services failed: {}", crate::error_chain(&e));
+        }
+        let checks = services::finish_checks(self.task, ran, &states);
+        let outcomes = services::record(self.log_dir, &states, &checks);
+        let mut run = tested?;
+        if let Ok((map, _)) = run.results.as_mut() {
+            for check in &checks {
+                map.insert(check.id.clone(), check.status);
+            }
+        }
+        run.services = outcomes;
+        Ok(run)
+    }
+
     /// A runner whose statuses come from its own output (or the JUnit files it leaves).
     async fn run_other<S: Sandbox>(
         &self,
         sandbox: &S,
         tree_tar: &[u8],
         runner: RunnerKind,
+        group: Option<&S::Services>,
     ) -> Result<TestRun, sandbox::SandboxError> {
         let command = self.command_shown();
-        let handle = sandbox.create(self.spec).await?;
+        let handle = create_env(sandbox, self.spec, group).await?;
         let outcome = async {
             sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
             let request = ExecRequest {
@@ -147,7 +197,7 @@ impl TestPlan<'_> {
             super::runners::statuses(runner, &exec, &junit).map(|map| (map, 0))
         };
         let junit_xml = junit.first().map(|(_, xml)| xml.clone());
-        Ok(TestRun { exec, results, junit_xml, ci: Vec::new() })
+        Ok(TestRun { exec, results, junit_xml, ci: Vec::new(), services: Vec::new() })
     }
 
     /// pytest, with results through the signed channel.
@@ -155,6 +205,7 @@ impl TestPlan<'_> {
         &self,
         sandbox: &S,
         tree_tar: &[u8],
+        group: Option<&S::Services>,
     ) -> Result<TestRun, sandbox::SandboxError> {
         let channel = ResultsChannel::new(WORKSPACE);
         let task_env = self.task.environment.as_ref().map(|e| &e.env);
@@ -177,7 +228,7 @@ impl TestPlan<'_> {
             }
         };
         env.extend(channel_env);
-        let handle = sandbox.create(self.spec).await?;
+        let handle = create_env(sandbox, self.spec, group).await?;
         let outcome = async {
             sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
             let files = channel.files();
@@ -223,7 +274,20 @@ impl TestPlan<'_> {
             )?;
             Ok((report.statuses, report.collection_errors.len()))
         });
-        Ok(TestRun { exec, results, junit_xml, ci: Vec::new() })
+        Ok(TestRun { exec, results, junit_xml, ci: Vec::new(), services: Vec::new() })
+    }
+}
+
+/// A fresh environment for the tests: alone with no network, or on the services' network
+/// as [`RUNNER_NAME`].
+async fn create_env<S: Sandbox>(
+    sandbox: &S,
+    spec: &EnvSpec,
+    group: Option<&S::Services>,
+) -> Result<S::Env, sandbox::SandboxError> {
+    match group {
+        None => sandbox.create(spec).await,
+        Some(group) => sandbox.create_in(group, spec, RUNNER_NAME).await,
     }
 }
 
@@ -296,10 +360,14 @@ pub async fn evaluate<S: Sandbox>(
         Ok(run) => run,
         Err(e) => {
             result.verdict = Verdict::EnvError;
+            if matches!(e, sandbox::SandboxError::Services(_)) {
+                result.reason = Some("service_not_ready".into());
+            }
             result.detail = Some(format!("sandbox: {}", crate::error_chain(&e)));
             return result;
         }
     };
+    result.services = run.services.clone();
     let _ = std::fs::write(context.log_dir.join("test_output.txt"), run.log());
     if let Some(xml) = &run.junit_xml {
         let _ = std::fs::write(context.log_dir.join("junit.xml"), xml);
@@ -363,6 +431,12 @@ pub async fn evaluate<S: Sandbox>(
             apply(&mut result, outcome);
             result.flaky_tests = flaky;
         }
+    }
+    if let Some(note) = services::crash_note(&result.services) {
+        result.detail = Some(match result.detail.take() {
+            Some(detail) => format!("{detail}; {note}"),
+            None => note,
+        });
     }
     result
 }
