@@ -322,3 +322,81 @@ pub fn crash_note(outcomes: &[ServiceOutcome]) -> Option<String> {
         .collect();
     (!crashed.is_empty()).then(|| format!("services crashed during the tests: {}", crashed.join(", ")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Verdict;
+
+    fn task() -> SweTask {
+        serde_json::from_value(serde_json::json!({
+            "repo": "acme/x", "instance_id": "x-1", "base_commit": "abcd", "test_patch": "",
+            "FAIL_TO_PASS": ["t.py::f"],
+            "services": [
+                {"name": "db", "image": "pg:1", "ready": {"tcp": 5432}, "data_dirs": ["/data"]},
+                {"name": "api", "image": "api:1", "command": ["serve"], "ports": [8080], "repo": true,
+                 "ready": {"http": "/health", "timeout_s": 7}, "depends_on": ["db"], "env": {"MODE": "test"}}
+            ],
+            "service_checks": [
+                {"service": "api", "name": "clean-log", "log_excludes": "ERROR"},
+                {"service": "db", "name": "migrated", "cmd": ["true"]}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn state(name: &str, running: bool, log: &str) -> ServiceState {
+        ServiceState {
+            name: name.into(),
+            running,
+            exit: (!running).then_some(Verdict::Exit(3)),
+            ready_after_s: 1.0,
+            log: log.into(),
+            log_truncated: false,
+        }
+    }
+
+    #[test]
+    fn specs_carry_readiness_tree_and_data_dirs() {
+        let specs = specs(&task(), b"TAR", &Limits::default());
+        let (db, api) = (&specs[0], &specs[1]);
+        assert!(db.ready.as_ref().unwrap().join(" ").contains("127.0.0.1/5432"), "{:?}", db.ready);
+        assert_eq!(db.files_in, None);
+        assert_eq!(db.data_dirs, ["/data"]);
+        assert_eq!(db.ready_timeout, Some(Duration::from_secs(DEFAULT_READY_TIMEOUT_S)));
+        assert!(api.ready.as_ref().unwrap()[2].contains("http://127.0.0.1:8080/health"), "{:?}", api.ready);
+        assert_eq!(api.ready_timeout, Some(Duration::from_secs(7)));
+        assert_eq!(api.files_in.as_deref(), Some(b"TAR".as_slice()));
+        assert_eq!(api.depends_on, ["db"]);
+        assert!(api.env.contains(&("MODE".into(), "test".into())));
+    }
+
+    #[test]
+    fn checks_keep_the_task_order_and_logs_are_judged_line_by_line() {
+        let ran = vec![CheckOutcome {
+            id: "service:db::migrated".into(),
+            status: TestStatus::Passed,
+            detail: "".into(),
+        }];
+        let states = [state("db", true, ""), state("api", false, "ok\nERROR: boom\nERROR: again\n")];
+        let checks = finish_checks(&task(), ran, &states);
+        let ids: Vec<&str> = checks.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["service:api::clean-log", "service:db::migrated"]);
+        assert_eq!(checks[0].status, TestStatus::Failed);
+        assert!(
+            checks[0].detail.starts_with("2 lines contain \"ERROR\"; first: ERROR: boom"),
+            "{}",
+            checks[0].detail
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let outcomes = record(dir.path(), &states, &checks);
+        assert!(!outcomes[0].crashed && outcomes[1].crashed);
+        assert_eq!(std::fs::read_to_string(dir.path().join("services/api.log")).unwrap(), states[1].log);
+        assert!(std::fs::read_to_string(dir.path().join("services/checks.log"))
+            .unwrap()
+            .contains("clean-log"));
+        let note = crash_note(&outcomes).unwrap();
+        assert_eq!(note, "services crashed during the tests: `api` (exit 3; see services/api.log)");
+    }
+}

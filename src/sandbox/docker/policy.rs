@@ -112,3 +112,23 @@ pub fn container_config(
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_dirs_are_private_tmpfs_owned_by_the_user_and_hold_no_executables() {
+        let spec = EnvSpec::new("img");
+        let mut config = container_config(&spec, vec!["true".into()], HashMap::new(), None);
+        add_data_dirs(&mut config, &["/var/lib/db".to_string()]);
+        let host = config.host_config.unwrap();
+        let tmpfs = host.tmpfs.unwrap();
+        let options = &tmpfs["/var/lib/db"];
+        for part in ["uid=1000", "gid=1000", "mode=0700", "noexec", "nosuid", "size=256m"] {
+            assert!(options.split(',').any(|o| o == part), "{part} in {options}");
+        }
+        assert!(tmpfs.contains_key("/tmp"), "the private /tmp stays");
+        assert_eq!(host.readonly_rootfs, Some(true));
+    }
+}
