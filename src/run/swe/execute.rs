@@ -29,9 +29,27 @@ pub struct TestRun {
     pub ci: Vec<super::runners::CiOutcome>,
     /// What the task's services did (their checks are in `results` as `service:NAME::CHECK`).
     pub services: Vec<super::services::ServiceOutcome>,
+    /// Their logs and the checks' outcomes, for the grader to write.
+    pub service_logs: super::services::ServiceLogs,
 }
 
 impl TestRun {
+    /// The tests' run alone; CI jobs and services are added by [`TestPlan::run`].
+    fn new(
+        exec: ExecResult,
+        results: Result<(StatusMap, usize), Tampered>,
+        junit_xml: Option<String>,
+    ) -> Self {
+        Self {
+            exec,
+            results,
+            junit_xml,
+            ci: Vec::new(),
+            services: Vec::new(),
+            service_logs: Default::default(),
+        }
+    }
+
     pub fn log(&self) -> String {
         format!("{}\n{}", self.exec.stdout, self.exec.stderr)
     }
@@ -148,14 +166,13 @@ impl TestPlan<'_> {
             tracing::warn!("removing the services failed: {}", crate::error_chain(&e));
         }
         let checks = services::finish_checks(self.task, ran, &states);
-        let outcomes = services::record(self.log_dir, &states, &checks);
         let mut run = tested?;
         if let Ok((map, _)) = run.results.as_mut() {
             for check in &checks {
                 map.insert(check.id.clone(), check.status);
             }
         }
-        run.services = outcomes;
+        (run.services, run.service_logs) = services::record(&states, checks);
         Ok(run)
     }
 
@@ -197,7 +214,7 @@ impl TestPlan<'_> {
             super::runners::statuses(runner, &exec, &junit).map(|map| (map, 0))
         };
         let junit_xml = junit.first().map(|(_, xml)| xml.clone());
-        Ok(TestRun { exec, results, junit_xml, ci: Vec::new(), services: Vec::new() })
+        Ok(TestRun::new(exec, results, junit_xml))
     }
 
     /// pytest, with results through the signed channel.
@@ -274,7 +291,7 @@ impl TestPlan<'_> {
             )?;
             Ok((report.statuses, report.collection_errors.len()))
         });
-        Ok(TestRun { exec, results, junit_xml, ci: Vec::new(), services: Vec::new() })
+        Ok(TestRun::new(exec, results, junit_xml))
     }
 }
 
@@ -326,13 +343,17 @@ impl<S: Sandbox> Evaluation<'_, S> {
     async fn base_runs(&self) -> bool {
         let Some(tar) = (self.base_tar)() else { return false };
         match self.plan.run(self.sandbox, &tar).await {
-            Ok(run) => run.results.is_ok_and(|(map, _)| {
-                !map.is_empty()
-                    && grade::tests_status(&[], &self.plan.task.pass_to_pass, &map)
-                        .pass_to_pass
-                        .failure
-                        .is_empty()
-            }),
+            Ok(run) => {
+                let dir = self.log_dir.join(services::FIRST_RUN_LOGS).join("without-prediction");
+                services::write_logs(&dir, &run.service_logs);
+                run.results.is_ok_and(|(map, _)| {
+                    !map.is_empty()
+                        && grade::tests_status(&[], &self.plan.task.pass_to_pass, &map)
+                            .pass_to_pass
+                            .failure
+                            .is_empty()
+                })
+            }
             Err(_) => false,
         }
     }
@@ -368,6 +389,7 @@ pub async fn evaluate<S: Sandbox>(
         }
     };
     result.services = run.services.clone();
+    services::write_logs(&context.log_dir.join(services::FIRST_RUN_LOGS), &run.service_logs);
     let _ = std::fs::write(context.log_dir.join("test_output.txt"), run.log());
     if let Some(xml) = &run.junit_xml {
         let _ = std::fs::write(context.log_dir.join("junit.xml"), xml);
@@ -407,6 +429,9 @@ pub async fn evaluate<S: Sandbox>(
                 let mut rerun_log = String::new();
                 for index in 0..context.flaky_reruns {
                     let Ok(rerun) = context.plan.run(context.sandbox, tree_tar).await else { break };
+                    let dir =
+                        context.log_dir.join(services::FIRST_RUN_LOGS).join(format!("rerun-{}", index + 1));
+                    services::write_logs(&dir, &rerun.service_logs);
                     rerun_log.push_str(&format!(
                         "===== rerun {} ({}) =====\n{}\n",
                         index + 1,

@@ -284,33 +284,56 @@ pub fn finish_checks(task: &SweTask, ran: Vec<CheckOutcome>, states: &[ServiceSt
     outcomes
 }
 
-/// Writes each service's log to `services/NAME.log` (and the checks to `services/checks.log`);
-/// returns what each service did.
-pub fn record(log_dir: &Path, states: &[ServiceState], checks: &[CheckOutcome]) -> Vec<ServiceOutcome> {
-    let dir = log_dir.join("services");
-    let _ = std::fs::create_dir_all(&dir);
-    if !checks.is_empty() {
-        let text: String =
-            checks.iter().map(|c| format!("== {} ({:?})\n{}\n", c.id, c.status, c.detail)).collect();
-        let _ = std::fs::write(dir.join("checks.log"), text);
-    }
-    states
+/// The logs of one test run's services and its checks' outcomes, written by the grader into
+/// a folder per attempt ([`write_logs`]).
+#[derive(Debug, Clone, Default)]
+pub struct ServiceLogs {
+    /// (service, log)
+    pub logs: Vec<(String, String)>,
+    pub checks: Vec<CheckOutcome>,
+}
+
+/// What each service did, and their logs with the checks' outcomes.
+pub fn record(states: &[ServiceState], checks: Vec<CheckOutcome>) -> (Vec<ServiceOutcome>, ServiceLogs) {
+    let mut logs = ServiceLogs { logs: Vec::new(), checks };
+    let outcomes = states
         .iter()
         .map(|state| {
             let mut log = state.log.clone();
             if state.log_truncated {
                 log.push_str("\n[repairbench: the log was cut at the output cap]\n");
             }
-            let _ = std::fs::write(dir.join(format!("{}.log", state.name)), log);
+            logs.logs.push((state.name.clone(), log));
             ServiceOutcome {
                 name: state.name.clone(),
                 ready_after_s: state.ready_after_s,
                 exit: state.exit.as_ref().map(ToString::to_string),
                 crashed: !state.running,
-                log: format!("services/{}.log", state.name),
+                log: format!("{FIRST_RUN_LOGS}/{}.log", state.name),
             }
         })
-        .collect()
+        .collect();
+    (outcomes, logs)
+}
+
+/// Where the first test run's service logs go, relative to the instance's log folder; the
+/// other runs get folders below it (`rerun-N`, `without-prediction`).
+pub const FIRST_RUN_LOGS: &str = "services";
+
+/// Writes each service's log to `dir/NAME.log` and the checks to `dir/checks.log`.
+pub fn write_logs(dir: &Path, logs: &ServiceLogs) {
+    if logs.logs.is_empty() {
+        return;
+    }
+    let _ = std::fs::create_dir_all(dir);
+    for (name, log) in &logs.logs {
+        let _ = std::fs::write(dir.join(format!("{name}.log")), log);
+    }
+    if !logs.checks.is_empty() {
+        let text: String =
+            logs.checks.iter().map(|c| format!("== {} ({:?})\n{}\n", c.id, c.status, c.detail)).collect();
+        let _ = std::fs::write(dir.join("checks.log"), text);
+    }
 }
 
 /// One line naming every service that crashed during the tests, if any did.
@@ -390,9 +413,10 @@ mod tests {
         );
 
         let dir = tempfile::tempdir().unwrap();
-        let outcomes = record(dir.path(), &states, &checks);
+        let (outcomes, logs) = record(&states, checks);
+        write_logs(&dir.path().join(FIRST_RUN_LOGS), &logs);
         assert!(!outcomes[0].crashed && outcomes[1].crashed);
-        assert_eq!(std::fs::read_to_string(dir.path().join("services/api.log")).unwrap(), states[1].log);
+        assert_eq!(std::fs::read_to_string(dir.path().join(&outcomes[1].log)).unwrap(), states[1].log);
         assert!(std::fs::read_to_string(dir.path().join("services/checks.log"))
             .unwrap()
             .contains("clean-log"));
