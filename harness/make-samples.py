@@ -10,6 +10,8 @@ is written as a patch under tests/fixtures/swe/. FAIL_TO_PASS and PASS_TO_PASS a
 by hand; `cargo test --test swe_grade` checks them for real (gold must resolve every sample in
 the sandbox, the empty patch none).
 
+The samples with services (`services`, `service_checks`) are in service_samples.py.
+
 Usage: make-samples.py [ISSUES_DIR [FIXTURES_DIR]] (defaults: issues, tests/fixtures/swe).
 Needs only python3 and git.
 """
@@ -2176,7 +2178,7 @@ def build(sample, out_root, fixtures_root):
             "PASS_TO_PASS": json.dumps(sample["PASS_TO_PASS"]),
         }
         # Only the samples that need them carry these (see issues/README.md).
-        for key in ("environment", "ci_jobs"):
+        for key in ("environment", "ci_jobs", "services", "service_checks"):
             if key in sample:
                 task[key] = sample[key]
         with open(os.path.join(dest, "task.json"), "w") as f:
@@ -2193,6 +2195,13 @@ def build(sample, out_root, fixtures_root):
             print(f"  wrong patch: {path}")
     finally:
         shutil.rmtree(work)
+
+
+# Samples whose tests talk to services (PostgreSQL, Redis, the project's own server).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from service_samples import SERVICE_SAMPLES  # noqa: E402
+
+SAMPLES.extend(SERVICE_SAMPLES)
 
 
 def main():

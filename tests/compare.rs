@@ -50,6 +50,7 @@ fn instance(id: &str, verdict: Verdict) -> InstanceResult {
         status_source: None,
         runner: None,
         ci_jobs: Vec::new(),
+        services: Vec::new(),
         test_exit: Some("exit 0".into()),
         detail: (verdict == Verdict::EnvError).then(|| "the environment did not build".into()),
         reason: (verdict == Verdict::EnvError).then(|| "environment_build_failed".into()),

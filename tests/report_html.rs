@@ -124,6 +124,7 @@ fn instance(
         status_source: None,
         runner: Some(RunnerKind::Pytest),
         ci_jobs: Vec::new(),
+        services: Vec::new(),
         test_exit: Some("exit 1".into()),
         detail: None,
         reason: None,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use common_sandbox::{assert_run_left_nothing, connect, default_image};
 use repairbench::run::scheduler::{run_pool, PoolError};
 use repairbench::sandbox::services::{ServiceGroup, ServiceSpec};
-use repairbench::sandbox::{archive, EnvSpec, ExecRequest, Job, Limits, Sandbox, SandboxUser, Verdict};
+use repairbench::sandbox::{archive, EnvSpec, ExecRequest, Job, Sandbox, SandboxUser, Verdict};
 
 fn job(cmd: &[&str], timeout_s: u64) -> Job {
     Job {
@@ -82,27 +82,25 @@ async fn no_network_only_loopback_and_a_local_server_is_unreachable() {
     let image = default_image();
     // A server of our own on a private network of ours; a client on that network reaches it
     // by name (so the server really serves), the sandbox without network does not.
-    let server = ServiceSpec {
-        name: "server".into(),
-        image: image.clone(),
-        cmd: ["python3", "-m", "http.server", "8000", "--bind", "0.0.0.0", "--directory", "/tmp"]
+    let mut server = ServiceSpec::new(
+        "server",
+        image.clone(),
+        ["python3", "-m", "http.server", "8000", "--bind", "0.0.0.0", "--directory", "/tmp"]
             .map(String::from)
             .to_vec(),
-        env: vec![],
-        depends_on: vec![],
-        ready: Some(
-            [
-                "python3",
-                "-c",
-                "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/', timeout=2)",
-            ]
-            .map(String::from)
-            .to_vec(),
-        ),
-        limits: Limits::default(),
-    };
+    );
+    server.ready = Some(
+        [
+            "python3",
+            "-c",
+            "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/', timeout=2)",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
     let group = ServiceGroup::start(&sandbox, &[server], Duration::from_secs(30)).await.unwrap();
-    let inspect = sandbox.docker().inspect_container(group.container("server").unwrap(), None).await.unwrap();
+    let inspect =
+        sandbox.docker().inspect_container(&group.container("server").unwrap(), None).await.unwrap();
     let server_ip =
         inspect.network_settings.unwrap().networks.unwrap()[group.network()].ip_address.clone().unwrap();
     assert!(!server_ip.is_empty());

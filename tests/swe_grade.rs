@@ -3,6 +3,8 @@
 //! verdicts they deserve; bad input is skipped with a reason while the rest is graded; a run
 //! killed midway resumes without losing or redoing finished instances.
 
+mod common_swe;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use std::time::Duration;
 use repairbench::grade::{pytest_log, Resolution, Verdict};
 use repairbench::patch::{extract::file_diff, ApplyMethod};
 use repairbench::report::ConsoleProgress;
-use repairbench::run::swe::{self, GradePlan, GradeReport, GradeSettings, InstanceResult};
+use repairbench::run::swe::{self, GradePlan, GradeReport, InstanceResult};
 use repairbench::sandbox::{images, DockerSandbox};
 use repairbench::tasks::{self, repos, PredictionSource, RepoLocator, SweTask};
 
@@ -30,20 +32,7 @@ async fn docker() -> (Arc<DockerSandbox>, String) {
 }
 
 fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, cache: &Path, image: &str) -> GradePlan {
-    let mut settings = GradeSettings::new(image);
-    settings.timeout = Duration::from_secs(60);
-    settings.workers = 2;
-    GradePlan {
-        dataset: dataset.to_owned(),
-        predictions,
-        repos: None,
-        url_template: Some(format!("{}/no-remote/{{repo}}", cache.display())),
-        cache_dir: cache.to_owned(),
-        out: out.to_owned(),
-        settings,
-        extra_manifest: BTreeMap::new(),
-        force: false,
-    }
+    common_swe::grade_plan(dataset, predictions, out, cache, image)
 }
 
 async fn grade(sandbox: &Arc<DockerSandbox>, plan: &GradePlan) -> GradeReport {

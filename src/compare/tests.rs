@@ -25,6 +25,7 @@ fn instance(id: &str, verdict: SweVerdict, task: &str) -> InstanceResult {
         status_source: None,
         runner: None,
         ci_jobs: Vec::new(),
+        services: Vec::new(),
         test_exit: None,
         detail: None,
         reason: None,

@@ -182,6 +182,8 @@ pub enum SandboxError {
     CopyOutTooLarge { path: String, cap: usize },
     #[error("the run is stopping; no new containers")]
     Stopping,
+    #[error("starting the services")]
+    Services(#[source] Box<services::ServiceError>),
     #[error("sandbox operation `{op}` failed")]
     Backend {
         op: &'static str,
@@ -218,4 +220,33 @@ pub trait Sandbox: Send + Sync {
     /// Builds the image `layer` describes (and its parents) unless built; returns its tag.
     /// Builds may use the network; environments never do.
     fn ensure_layer(&self, layer: &LayerSpec) -> impl Future<Output = Result<String, ImageError>> + Send;
+
+    /// A started group of services on a private network of its own (see [`services`]).
+    type Services: Send + Sync;
+    /// Starts `services` in dependency order and waits until each is ready.
+    fn start_services(
+        &self,
+        services: &[services::ServiceSpec],
+        ready_timeout: Duration,
+    ) -> impl Future<Output = Result<Self::Services, services::ServiceError>> + Send;
+    /// [`Self::create`] on the group's network, where the services reach it as `alias`.
+    fn create_in(
+        &self,
+        services: &Self::Services,
+        spec: &EnvSpec,
+        alias: &str,
+    ) -> impl Future<Output = Result<Self::Env, SandboxError>> + Send;
+    /// Runs a command inside one service.
+    fn exec_in_service(
+        &self,
+        services: &Self::Services,
+        service: &str,
+        request: &ExecRequest,
+    ) -> impl Future<Output = Result<ExecResult, SandboxError>> + Send;
+    /// Reads each service's state and log, then removes the whole group (states are returned
+    /// even when the removal failed).
+    fn stop_services(
+        &self,
+        services: Self::Services,
+    ) -> impl Future<Output = (Vec<services::ServiceState>, Result<(), SandboxError>)> + Send;
 }

@@ -45,6 +45,11 @@ impl CappedOutput {
         self.truncated
     }
 
+    /// The kept bytes so far as text (invalid UTF-8 replaced), keeping the buffer.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.kept).into_owned()
+    }
+
     /// The kept bytes as text (invalid UTF-8, e.g. a character cut by the cap, is replaced).
     pub fn into_string(self) -> String {
         match String::from_utf8(self.kept) {

@@ -7,6 +7,7 @@ pub mod ci;
 pub mod gitlab;
 pub mod prompt;
 pub mod repos;
+pub mod services;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -92,6 +93,12 @@ pub struct SweTask {
     /// outcome `ci:JOB` in FAIL_TO_PASS/PASS_TO_PASS.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "one_or_many")]
     pub ci_jobs: Vec<String>,
+    /// Services the tests talk to, started for every test run (see [`services`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<services::TaskService>,
+    /// Commands run inside services after the tests, each graded as `service:NAME::CHECK`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_checks: Vec<services::ServiceCheck>,
     /// Where the instance was read from (`file:line`), for messages.
     #[serde(skip)]
     pub origin: String,
@@ -338,7 +345,7 @@ fn validate_task(task: &SweTask) -> Option<String> {
     if task.fail_to_pass.is_empty() {
         return Some("field `FAIL_TO_PASS`: expected at least one test id".into());
     }
-    None
+    services::validate(&task.services, &task.service_checks).err().map(|e| e.to_string())
 }
 
 /// One prediction, as SWE-bench writes them; extra fields (the full model output, ...) are kept.

@@ -106,7 +106,7 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
 }
 
 /// PATH inside our images.
-const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub(super) const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Test extras a Python project commonly declares.
 const TEST_EXTRAS: &[&str] = &["test", "tests", "testing"];
@@ -178,7 +178,7 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
     project
 }
 
-fn shell_words(words: &[String]) -> String {
+pub(super) fn shell_words(words: &[String]) -> String {
     words.iter().map(|w| format!("'{}'", w.replace('\'', r"'\''"))).collect::<Vec<_>>().join(" ")
 }
 
@@ -352,7 +352,7 @@ fn node_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: RepoTr
 /// Where layers put the host's certificate authorities, and the variables that make pip,
 /// cargo, Go, Node and git trust them while the layer is built: a host behind a proxy that
 /// re-signs TLS reaches the package index only with its own CA bundle.
-const HOST_CA_STEPS: &str = "COPY host-ca.pem /etc/ssl/certs/repairbench-host-ca.pem\n\
+pub(super) const HOST_CA_STEPS: &str = "COPY host-ca.pem /etc/ssl/certs/repairbench-host-ca.pem\n\
 ENV PIP_CERT=/etc/ssl/certs/repairbench-host-ca.pem SSL_CERT_FILE=/etc/ssl/certs/repairbench-host-ca.pem \\\n    \
 CARGO_HTTP_CAINFO=/etc/ssl/certs/repairbench-host-ca.pem NODE_EXTRA_CA_CERTS=/etc/ssl/certs/repairbench-host-ca.pem \\\n    \
 GIT_SSL_CAINFO=/etc/ssl/certs/repairbench-host-ca.pem REQUESTS_CA_BUNDLE=/etc/ssl/certs/repairbench-host-ca.pem";
@@ -370,12 +370,16 @@ fn host_ca_bundle() -> Vec<u8> {
 /// A layer's build context: its Dockerfile, the tree and the list of its files, the host's
 /// CA bundle.
 fn context(dockerfile: String, tree: RepoTree) -> crate::sandbox::images::LayerFiles {
-    vec![
-        ("Dockerfile".into(), dockerfile.into_bytes()),
-        ("host-ca.pem".into(), host_ca_bundle()),
-        ("tree-files".into(), tree.paths.join("\0").into_bytes()),
-        ("tree.tar".into(), tree.tar),
-    ]
+    let mut files = context_files(dockerfile);
+    files.push(("tree-files".into(), tree.paths.join("\0").into_bytes()));
+    files.push(("tree.tar".into(), tree.tar));
+    files
+}
+
+/// The start of every layer's build context: its Dockerfile and the host's CA bundle
+/// ([`HOST_CA_STEPS`] installs it).
+pub(super) fn context_files(dockerfile: String) -> crate::sandbox::images::LayerFiles {
+    vec![("Dockerfile".into(), dockerfile.into_bytes()), ("host-ca.pem".into(), host_ca_bundle())]
 }
 
 /// The repository tree an environment is built from.
@@ -404,7 +408,7 @@ fn tracked_paths(tree: &Tree<'_>) -> Vec<String> {
 const REMOVE_TRACKED: &str = "RUN xargs -0 rm -f -- < /tmp/rb-tree-files && rm /tmp/rb-tree-files \\\n    \
 && find /workspace -mindepth 1 -type d -empty -delete && chown -R sandbox:sandbox /workspace";
 
-fn apt_step(always: &[String], asked: &[String]) -> String {
+pub(super) fn apt_step(always: &[String], asked: &[String]) -> String {
     let packages: Vec<String> = always.iter().chain(asked).cloned().collect();
     format!(
         "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {} \

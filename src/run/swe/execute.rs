@@ -11,8 +11,10 @@ use crate::grade::runners::RunnerKind;
 use crate::grade::{self, junit, pytest_log, StatusMap, StatusSource, Verdict};
 use crate::sandbox::{self, EnvSpec, ExecRequest, ExecResult, Sandbox};
 use crate::tasks::ci::CiJob;
+use crate::tasks::services::RUNNER_NAME;
 use crate::tasks::SweTask;
 
+use super::services;
 use super::verdict::{self, RunFacts, Step};
 use super::{InstanceResult, WORKSPACE};
 
@@ -25,9 +27,29 @@ pub struct TestRun {
     pub junit_xml: Option<String>,
     /// The CI jobs the task selected, each also in `results` as `ci:JOB`.
     pub ci: Vec<super::runners::CiOutcome>,
+    /// What the task's services did (their checks are in `results` as `service:NAME::CHECK`).
+    pub services: Vec<super::services::ServiceOutcome>,
+    /// Their logs and the checks' outcomes, for the grader to write.
+    pub service_logs: super::services::ServiceLogs,
 }
 
 impl TestRun {
+    /// The tests' run alone; CI jobs and services are added by [`TestPlan::run`].
+    fn new(
+        exec: ExecResult,
+        results: Result<(StatusMap, usize), Tampered>,
+        junit_xml: Option<String>,
+    ) -> Self {
+        Self {
+            exec,
+            results,
+            junit_xml,
+            ci: Vec::new(),
+            services: Vec::new(),
+            service_logs: Default::default(),
+        }
+    }
+
     pub fn log(&self) -> String {
         format!("{}\n{}", self.exec.stdout, self.exec.stderr)
     }
@@ -85,9 +107,10 @@ impl TestPlan<'_> {
         sandbox: &S,
         tree_tar: &[u8],
     ) -> Result<TestRun, sandbox::SandboxError> {
-        let mut run = match self.runner {
-            RunnerKind::Pytest => self.run_pytest(sandbox, tree_tar).await?,
-            runner => self.run_other(sandbox, tree_tar, runner).await?,
+        let mut run = if self.task.services.is_empty() {
+            self.run_tests(sandbox, tree_tar, None).await?
+        } else {
+            self.run_with_services(sandbox, tree_tar).await?
         };
         if !self.ci_jobs.is_empty() {
             let ci = super::runners::run_ci_jobs(
@@ -110,15 +133,59 @@ impl TestPlan<'_> {
         Ok(run)
     }
 
+    /// The tests alone, in a fresh environment (on the services' network when `group` is given).
+    async fn run_tests<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        tree_tar: &[u8],
+        group: Option<&S::Services>,
+    ) -> Result<TestRun, sandbox::SandboxError> {
+        match self.runner {
+            RunnerKind::Pytest => self.run_pytest(sandbox, tree_tar, group).await,
+            runner => self.run_other(sandbox, tree_tar, runner, group).await,
+        }
+    }
+
+    /// One attempt with the task's services: a fresh group on a private network, the tests
+    /// on it, the checks inside the services, then every service's log and state recorded
+    /// and the group removed, whatever happened to the tests.
+    async fn run_with_services<S: Sandbox>(
+        &self,
+        sandbox: &S,
+        tree_tar: &[u8],
+    ) -> Result<TestRun, sandbox::SandboxError> {
+        let specs = services::specs(self.task, tree_tar, &self.spec.limits);
+        let group = sandbox
+            .start_services(&specs, services::default_ready_timeout())
+            .await
+            .map_err(|e| sandbox::SandboxError::Services(Box::new(e)))?;
+        let tested = self.run_tests(sandbox, tree_tar, Some(&group)).await;
+        let ran = services::run_command_checks(sandbox, &group, self.task).await;
+        let (states, removed) = sandbox.stop_services(group).await;
+        if let Err(e) = removed {
+            tracing::warn!("removing the services failed: {}", crate::error_chain(&e));
+        }
+        let checks = services::finish_checks(self.task, ran, &states);
+        let mut run = tested?;
+        if let Ok((map, _)) = run.results.as_mut() {
+            for check in &checks {
+                map.insert(check.id.clone(), check.status);
+            }
+        }
+        (run.services, run.service_logs) = services::record(&states, checks);
+        Ok(run)
+    }
+
     /// A runner whose statuses come from its own output (or the JUnit files it leaves).
     async fn run_other<S: Sandbox>(
         &self,
         sandbox: &S,
         tree_tar: &[u8],
         runner: RunnerKind,
+        group: Option<&S::Services>,
     ) -> Result<TestRun, sandbox::SandboxError> {
         let command = self.command_shown();
-        let handle = sandbox.create(self.spec).await?;
+        let handle = create_env(sandbox, self.spec, group).await?;
         let outcome = async {
             sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
             let request = ExecRequest {
@@ -147,7 +214,7 @@ impl TestPlan<'_> {
             super::runners::statuses(runner, &exec, &junit).map(|map| (map, 0))
         };
         let junit_xml = junit.first().map(|(_, xml)| xml.clone());
-        Ok(TestRun { exec, results, junit_xml, ci: Vec::new() })
+        Ok(TestRun::new(exec, results, junit_xml))
     }
 
     /// pytest, with results through the signed channel.
@@ -155,6 +222,7 @@ impl TestPlan<'_> {
         &self,
         sandbox: &S,
         tree_tar: &[u8],
+        group: Option<&S::Services>,
     ) -> Result<TestRun, sandbox::SandboxError> {
         let channel = ResultsChannel::new(WORKSPACE);
         let task_env = self.task.environment.as_ref().map(|e| &e.env);
@@ -177,7 +245,7 @@ impl TestPlan<'_> {
             }
         };
         env.extend(channel_env);
-        let handle = sandbox.create(self.spec).await?;
+        let handle = create_env(sandbox, self.spec, group).await?;
         let outcome = async {
             sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
             let files = channel.files();
@@ -223,7 +291,20 @@ impl TestPlan<'_> {
             )?;
             Ok((report.statuses, report.collection_errors.len()))
         });
-        Ok(TestRun { exec, results, junit_xml, ci: Vec::new() })
+        Ok(TestRun::new(exec, results, junit_xml))
+    }
+}
+
+/// A fresh environment for the tests: alone with no network, or on the services' network
+/// as [`RUNNER_NAME`].
+async fn create_env<S: Sandbox>(
+    sandbox: &S,
+    spec: &EnvSpec,
+    group: Option<&S::Services>,
+) -> Result<S::Env, sandbox::SandboxError> {
+    match group {
+        None => sandbox.create(spec).await,
+        Some(group) => sandbox.create_in(group, spec, RUNNER_NAME).await,
     }
 }
 
@@ -262,13 +343,17 @@ impl<S: Sandbox> Evaluation<'_, S> {
     async fn base_runs(&self) -> bool {
         let Some(tar) = (self.base_tar)() else { return false };
         match self.plan.run(self.sandbox, &tar).await {
-            Ok(run) => run.results.is_ok_and(|(map, _)| {
-                !map.is_empty()
-                    && grade::tests_status(&[], &self.plan.task.pass_to_pass, &map)
-                        .pass_to_pass
-                        .failure
-                        .is_empty()
-            }),
+            Ok(run) => {
+                let dir = self.log_dir.join(services::FIRST_RUN_LOGS).join("without-prediction");
+                services::write_logs(&dir, &run.service_logs);
+                run.results.is_ok_and(|(map, _)| {
+                    !map.is_empty()
+                        && grade::tests_status(&[], &self.plan.task.pass_to_pass, &map)
+                            .pass_to_pass
+                            .failure
+                            .is_empty()
+                })
+            }
             Err(_) => false,
         }
     }
@@ -296,10 +381,15 @@ pub async fn evaluate<S: Sandbox>(
         Ok(run) => run,
         Err(e) => {
             result.verdict = Verdict::EnvError;
+            if matches!(e, sandbox::SandboxError::Services(_)) {
+                result.reason = Some("service_not_ready".into());
+            }
             result.detail = Some(format!("sandbox: {}", crate::error_chain(&e)));
             return result;
         }
     };
+    result.services = run.services.clone();
+    services::write_logs(&context.log_dir.join(services::FIRST_RUN_LOGS), &run.service_logs);
     let _ = std::fs::write(context.log_dir.join("test_output.txt"), run.log());
     if let Some(xml) = &run.junit_xml {
         let _ = std::fs::write(context.log_dir.join("junit.xml"), xml);
@@ -339,6 +429,9 @@ pub async fn evaluate<S: Sandbox>(
                 let mut rerun_log = String::new();
                 for index in 0..context.flaky_reruns {
                     let Ok(rerun) = context.plan.run(context.sandbox, tree_tar).await else { break };
+                    let dir =
+                        context.log_dir.join(services::FIRST_RUN_LOGS).join(format!("rerun-{}", index + 1));
+                    services::write_logs(&dir, &rerun.service_logs);
                     rerun_log.push_str(&format!(
                         "===== rerun {} ({}) =====\n{}\n",
                         index + 1,
@@ -363,6 +456,12 @@ pub async fn evaluate<S: Sandbox>(
             apply(&mut result, outcome);
             result.flaky_tests = flaky;
         }
+    }
+    if let Some(note) = services::crash_note(&result.services) {
+        result.detail = Some(match result.detail.take() {
+            Some(detail) => format!("{detail}; {note}"),
+            None => note,
+        });
     }
     result
 }

@@ -14,6 +14,7 @@ pub mod prebuild;
 mod prepare;
 pub mod reports;
 pub mod runners;
+pub mod services;
 pub mod validate;
 pub mod verdict;
 
@@ -138,6 +139,9 @@ pub struct InstanceResult {
     /// The repository's CI jobs the task selected, each also graded as `ci:JOB`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ci_jobs: Vec<runners::CiOutcome>,
+    /// What the task's services did in the first test run: readiness time, exit, crash, log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<services::ServiceOutcome>,
     /// How the test command ended (`exit 1`, `timeout`, ...).
     pub test_exit: Option<String>,
     /// Why, for every verdict other than resolved/unresolved (and notes for those).
@@ -398,6 +402,7 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
         status_source: None,
         runner: None,
         ci_jobs: Vec::new(),
+        services: Vec::new(),
         test_exit: None,
         detail: Some(detail),
         reason: None,
@@ -512,19 +517,20 @@ async fn grade_instance<S: Sandbox + 'static>(
     result.tampering = prepared.tampering.clone();
 
     let environment_started = Instant::now();
-    let (image, runner) = match environment_image(&*sandbox, locator, settings, &task, &log_dir).await {
-        Ok((image, runner)) => {
-            result.runner = Some(runner);
-            (image, runner)
-        }
-        Err((reason, why)) => {
-            result.verdict = Verdict::EnvError;
-            result.reason = Some(reason.to_owned());
-            result.detail = Some(why);
-            result.timings.environment_s = environment_started.elapsed().as_secs_f64();
-            return finish(result, started);
-        }
-    };
+    let ((image, runner), task) =
+        match services::environment_and_services(&*sandbox, locator, settings, &task, &log_dir).await {
+            Ok(found) => {
+                result.runner = Some(found.0 .1);
+                found
+            }
+            Err((reason, why)) => {
+                result.verdict = Verdict::EnvError;
+                result.reason = Some(reason.to_owned());
+                result.detail = Some(why);
+                result.timings.environment_s = environment_started.elapsed().as_secs_f64();
+                return finish(result, started);
+            }
+        };
     result.timings.environment_s = environment_started.elapsed().as_secs_f64();
     let spec = EnvSpec {
         image,

@@ -1,4 +1,4 @@
-//! `images build --dataset`: builds every environment a dataset needs before any grading, at
+//! `images build --dataset`: builds every environment (and service image) a dataset needs before any grading, at
 //! most `workers` at once, with a progress bar. Instances that share an environment share its
 //! image (the build of a tag already made or under way is not repeated).
 
@@ -11,7 +11,8 @@ use crate::run::scheduler::run_pool;
 use crate::sandbox::Sandbox;
 use crate::tasks::{RepoLocator, SweTask};
 
-use super::{environment_image, safe_name, GradeSettings};
+use super::services::environment_and_services;
+use super::{safe_name, GradeSettings};
 
 /// One instance's environment.
 #[derive(Debug, Clone, Serialize)]
@@ -50,9 +51,10 @@ pub async fn prebuild<S: Sandbox + 'static>(
                 (sandbox.clone(), locator.clone(), settings.clone(), log_root.clone());
             async move {
                 let log_dir = log_root.join(safe_name(&task.instance_id));
-                let built = environment_image(&*sandbox, &locator, &settings, &task, &log_dir).await;
+                // The task's service images too, so grading builds nothing.
+                let built = environment_and_services(&*sandbox, &locator, &settings, &task, &log_dir).await;
                 Ok::<_, std::convert::Infallible>(match built {
-                    Ok((image, runner)) => PrebuiltEnvironment {
+                    Ok(((image, runner), _)) => PrebuiltEnvironment {
                         instance_id: task.instance_id,
                         image: Some(image),
                         runner: Some(runner),

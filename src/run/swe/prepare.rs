@@ -95,6 +95,15 @@ pub fn plan_environment(
     locator: &RepoLocator,
     task: &SweTask,
 ) -> Result<super::environment::Environment, String> {
+    at_environment_commit(locator, task, |repo, tree| super::environment::plan(repo, tree, task))
+}
+
+/// Runs `plan` on `task`'s repository and its tree at the environment commit.
+pub fn at_environment_commit<T>(
+    locator: &RepoLocator,
+    task: &SweTask,
+    plan: impl FnOnce(&git2::Repository, &git2::Tree<'_>) -> Result<T, String>,
+) -> Result<T, String> {
     let source = locator.locate(task).map_err(|e| crate::error_chain(&e))?;
     let (repo, commit) = repos::open_commit(&source, &task.repo, task.environment_commit())
         .map_err(|e| crate::error_chain(&e))?;
@@ -102,7 +111,7 @@ pub fn plan_environment(
         .find_commit(commit)
         .and_then(|c| c.tree())
         .map_err(|e| format!("reading the environment commit: {}", e.message()))?;
-    super::environment::plan(&repo, &tree, task)
+    plan(&repo, &tree)
 }
 
 /// The CI jobs `task` selects, read from its base commit (so the prediction cannot change

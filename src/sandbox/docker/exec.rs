@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 
 use super::super::output::{CappedOutput, OutputSink};
+use super::super::services::{ServiceError, ServiceGroup, ServiceSpec, ServiceState};
 use super::super::{EnvSpec, ExecRequest, ExecResult, Sandbox, SandboxError, SandboxUser, Verdict};
 use super::{backend, drain, is_status, DockerSandbox};
 
@@ -209,5 +210,38 @@ impl Sandbox for DockerSandbox {
         layer: &crate::sandbox::LayerSpec,
     ) -> Result<String, crate::sandbox::ImageError> {
         crate::sandbox::layers::ensure_layer(self.docker(), layer).await
+    }
+
+    type Services = ServiceGroup;
+
+    async fn start_services(
+        &self,
+        services: &[ServiceSpec],
+        ready_timeout: Duration,
+    ) -> Result<ServiceGroup, ServiceError> {
+        ServiceGroup::start(self, services, ready_timeout).await
+    }
+
+    async fn create_in(
+        &self,
+        services: &ServiceGroup,
+        spec: &EnvSpec,
+        alias: &str,
+    ) -> Result<DockerEnv, SandboxError> {
+        services.create_env(spec, alias).await
+    }
+
+    async fn exec_in_service(
+        &self,
+        services: &ServiceGroup,
+        service: &str,
+        request: &ExecRequest,
+    ) -> Result<ExecResult, SandboxError> {
+        services.exec(service, request).await
+    }
+
+    async fn stop_services(&self, services: ServiceGroup) -> (Vec<ServiceState>, Result<(), SandboxError>) {
+        let states = services.states().await;
+        (states, services.teardown().await)
     }
 }

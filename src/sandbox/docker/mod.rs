@@ -130,6 +130,11 @@ impl DockerSandbox {
         self
     }
 
+    /// How long an environment's or a service's container may live (see [`Self::with_env_lifetime`]).
+    pub fn env_lifetime(&self) -> Duration {
+        self.env_lifetime
+    }
+
     /// A fresh resource name within this run.
     pub(crate) fn next_name(&self, what: &str) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);

@@ -15,6 +15,25 @@ pub const SANDBOX_USER: &str = "1000:1000";
 /// Size of the private `/tmp` (memory-backed, charged to the container's memory limit).
 const TMP_SIZE: &str = "64m";
 
+/// Size of each data directory a service gets (memory-backed, charged to its memory limit).
+const DATA_DIR_SIZE: &str = "256m";
+
+/// Adds writable data directories to a service's configuration: private tmpfs mounts owned by
+/// the container's user, so a database can write its files while the root stays read-only.
+/// They hold no executables and vanish with the container.
+pub fn add_data_dirs(config: &mut ContainerCreateBody, dirs: &[String]) {
+    let owner = config.user.clone().unwrap_or_else(|| SANDBOX_USER.to_string());
+    let (uid, gid) = owner.split_once(':').unwrap_or((owner.as_str(), owner.as_str()));
+    let host = config.host_config.get_or_insert_with(Default::default);
+    let tmpfs = host.tmpfs.get_or_insert_with(Default::default);
+    for dir in dirs {
+        tmpfs.insert(
+            dir.clone(),
+            format!("rw,nosuid,nodev,noexec,size={DATA_DIR_SIZE},uid={uid},gid={gid},mode=0700"),
+        );
+    }
+}
+
 /// The hardened container configuration for untrusted code: the spec's user (see
 /// [`SandboxUser`]), no capabilities beyond the supervisor's three, no new privileges,
 /// read-only root, limits, a private workspace and `/tmp`, every resource carrying `labels`.
@@ -91,5 +110,25 @@ pub fn container_config(
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_dirs_are_private_tmpfs_owned_by_the_user_and_hold_no_executables() {
+        let spec = EnvSpec::new("img");
+        let mut config = container_config(&spec, vec!["true".into()], HashMap::new(), None);
+        add_data_dirs(&mut config, &["/var/lib/db".to_string()]);
+        let host = config.host_config.unwrap();
+        let tmpfs = host.tmpfs.unwrap();
+        let options = &tmpfs["/var/lib/db"];
+        for part in ["uid=1000", "gid=1000", "mode=0700", "noexec", "nosuid", "size=256m"] {
+            assert!(options.split(',').any(|o| o == part), "{part} in {options}");
+        }
+        assert!(tmpfs.contains_key("/tmp"), "the private /tmp stays");
+        assert_eq!(host.readonly_rootfs, Some(true));
     }
 }

@@ -1,0 +1,35 @@
+// Shared by the SWE grading test binaries and the services benchmark (included with `mod`),
+// not a test target itself.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use repairbench::run::swe::{GradePlan, GradeSettings};
+use repairbench::tasks::PredictionSource;
+
+/// Grading of `dataset` into `out` in `image`: 60 s per test run, two workers, repositories
+/// only from the task folders' bundles (the URL template points nowhere).
+pub fn grade_plan(
+    dataset: &Path,
+    predictions: PredictionSource,
+    out: &Path,
+    cache: &Path,
+    image: &str,
+) -> GradePlan {
+    let mut settings = GradeSettings::new(image);
+    settings.timeout = Duration::from_secs(60);
+    settings.workers = 2;
+    GradePlan {
+        dataset: dataset.to_owned(),
+        predictions,
+        repos: None,
+        url_template: Some(format!("{}/no-remote/{{repo}}", cache.display())),
+        cache_dir: cache.to_owned(),
+        out: out.to_owned(),
+        settings,
+        extra_manifest: BTreeMap::new(),
+        force: false,
+    }
+}
