@@ -579,3 +579,109 @@ fn gitlab_merge_requests_give_the_same_tasks_as_the_history_plus_issue_texts() {
         .unwrap();
     assert!(validate.status.success(), "{}", String::from_utf8_lossy(&validate.stdout));
 }
+
+const SERVER_V0: &str = r#"import json
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import parse_qs, urlparse
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        url = urlparse(self.path)
+        if url.path == "/health":
+            body = {"ok": True}
+        else:
+            words = parse_qs(url.query).get("text", [""])[0].split()
+            body = {"words": len(words) - 1}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+HTTPServer(("0.0.0.0", 8000), Handler).serve_forever()
+"#;
+
+const API_TESTS_V0: &str = r#"import json
+from urllib.request import urlopen
+
+
+def get(path):
+    return json.load(urlopen("http://api:8000" + path, timeout=5))
+
+
+def test_health():
+    assert get("/health") == {"ok": True}
+"#;
+
+#[test]
+fn harvest_runs_the_tests_of_a_multi_service_repository_with_its_services() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("wordcount");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    commit(
+        &repo,
+        "Word counting service",
+        &[("svc/server.py", SERVER_V0), ("tests/test_api.py", API_TESTS_V0)],
+    );
+    let fix = commit(
+        &repo,
+        "The word count is one short",
+        &[
+            ("svc/server.py", &SERVER_V0.replace("len(words) - 1", "len(words)")),
+            (
+                "tests/test_api.py",
+                &format!("{API_TESTS_V0}\n\ndef test_counts_every_word():\n    assert get(\"/count?text=a+b+c\") == {{\"words\": 3}}\n"),
+            ),
+        ],
+    );
+    let services = dir.path().join("services.json");
+    std::fs::write(
+        &services,
+        r#"{"services": [{"name": "api", "build": {}, "command": ["python3", "svc/server.py"], "repo": true,
+            "ports": [8000], "ready": {"http": "/health", "timeout_s": 30}}]}"#,
+    )
+    .unwrap();
+    let harvest = |out: &Path, extra: &[&Path]| -> serde_json::Value {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_repairbench"));
+        command.args(["tasks", "harvest", "--repo"]).arg(&repo).args(["--timeout", "120", "--out"]).arg(out);
+        for services in extra {
+            command.arg("--services").arg(services);
+        }
+        let run = command.output().unwrap();
+        assert!(
+            run.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let records: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(out.join("harvest.json")).unwrap()).unwrap();
+        records.into_iter().find(|r| r["commit"] == fix.as_str()).unwrap()
+    };
+    // Without its service the tests fail before and after the fix: nothing to derive.
+    let alone = harvest(&dir.path().join("alone"), &[]);
+    assert_eq!(alone["reason"], "FAIL_TO_PASS empty", "{alone}");
+    assert_eq!(alone["PASS_TO_PASS"], serde_json::json!([]), "{alone}");
+
+    let out = dir.path().join("with-services");
+    let kept = harvest(&out, &[&services]);
+    assert_eq!(kept["kept"], true, "{kept}");
+    assert_eq!(kept["FAIL_TO_PASS"], serde_json::json!(["tests/test_api.py::test_counts_every_word"]));
+    assert_eq!(kept["PASS_TO_PASS"], serde_json::json!(["tests/test_api.py::test_health"]));
+    let task: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join(kept["instance_id"].as_str().unwrap()).join("task.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(task["services"][0]["name"], "api", "the task carries its services: {task}");
+    let validate = Command::new(env!("CARGO_BIN_EXE_repairbench"))
+        .args(["swe", "validate", "--timeout", "120", "--dataset"])
+        .arg(&out)
+        .arg("--out")
+        .arg(dir.path().join("validation"))
+        .output()
+        .unwrap();
+    assert!(validate.status.success(), "{}", String::from_utf8_lossy(&validate.stdout));
+}

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use repairbench::http::Secret;
 use repairbench::run::pipeline;
 use repairbench::run::swe::harvest::source::{GitLabSource, HarvestSource};
-use repairbench::run::swe::harvest::HarvestPlan;
+use repairbench::run::swe::harvest::{HarvestPlan, TaskServices};
 use repairbench::run::swe::GradeSettings;
 
 #[derive(Debug, Subcommand)]
@@ -57,6 +57,11 @@ pub struct HarvestArgs {
     /// Deadline for one test run, in seconds.
     #[arg(long, default_value = "600", value_parser = repairbench::deadline::parse_timeout)]
     timeout: Duration,
+    /// Services every candidate's tests need, for a multi-service repository: a JSON file
+    /// `{"services": [...], "service_checks": [...]}` in task.json's format (issues/README.md);
+    /// each kept task gets them.
+    #[arg(long)]
+    services: Option<PathBuf>,
     /// Examine every candidate again instead of resuming.
     #[arg(long)]
     force: bool,
@@ -96,6 +101,10 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
         out: args.out.clone(),
         settings,
         force: args.force,
+        services: match &args.services {
+            Some(path) => TaskServices::read(path).map_err(anyhow::Error::msg)?,
+            None => TaskServices::default(),
+        },
     };
     let records = pipeline::harvest(plan)?;
     let kept = records.iter().filter(|r| r.kept).count();

@@ -29,7 +29,7 @@ use crate::run::store::StoredRecord;
 use crate::sandbox::{EnvSpec, Sandbox};
 use crate::tasks::{RepoLocator, SweTask};
 
-use super::{environment_image, execute, prepare, safe_name, GradeSettings, RunError, WORKSPACE};
+use super::{execute, prepare, safe_name, GradeSettings, RunError, WORKSPACE};
 use decontaminate::LaterCommit;
 use source::{git, Candidate, HarvestSource, MergeRequestOrigin};
 
@@ -44,6 +44,29 @@ pub struct HarvestPlan {
     pub out: PathBuf,
     pub settings: GradeSettings,
     pub force: bool,
+    /// Services every candidate's tests need (a multi-service repository), given to each
+    /// task as its `services` and `service_checks`.
+    pub services: TaskServices,
+}
+
+/// A task's `services` and `service_checks`, as `task.json` writes them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TaskServices {
+    #[serde(default)]
+    pub services: Vec<crate::tasks::services::TaskService>,
+    #[serde(default)]
+    pub service_checks: Vec<crate::tasks::services::ServiceCheck>,
+}
+
+impl TaskServices {
+    /// Reads `path` (`{"services": [...], "service_checks": [...]}`), checked as a task's are.
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let found: Self = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        crate::tasks::services::validate(&found.services, &found.service_checks)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(found)
+    }
 }
 
 /// One candidate, kept or dropped.
@@ -155,33 +178,33 @@ pub async fn harvest<S: Sandbox + 'static>(
         .plan(found, |c| {
             (
                 c.commit.clone(),
-                FingerprintBuilder::new().id("commit", &c.commit).value("settings", &settings_part).finish(),
+                FingerprintBuilder::new()
+                    .id("commit", &c.commit)
+                    .value("settings", &settings_part)
+                    .value("services", &plan.services)
+                    .finish(),
             )
         })
         .map_err(RunError::Report)?;
-    let settings = Arc::new(plan.settings.clone());
-    let (out, mirror) = (Arc::new(plan.out.clone()), Arc::new(mirror));
-    let (repo_id, name) = (Arc::new(repo_id), Arc::new(name));
+    let examiner = Arc::new(Examiner {
+        locator,
+        settings: plan.settings.clone(),
+        out: plan.out.clone(),
+        mirror,
+        repo_id,
+        name,
+        services: plan.services.clone(),
+    });
     kernel
         .run_concurrently(
             todo,
             plan.settings.workers,
             |c| c.commit.clone(),
             |candidate, fingerprint| {
-                let (sandbox, locator, settings, out, mirror, repo_id, name) = (
-                    sandbox.clone(),
-                    locator.clone(),
-                    settings.clone(),
-                    out.clone(),
-                    mirror.clone(),
-                    repo_id.clone(),
-                    name.clone(),
-                );
+                let (sandbox, examiner) = (sandbox.clone(), examiner.clone());
                 async move {
                     let started = Instant::now();
-                    let mut record =
-                        examine(&*sandbox, &locator, &settings, &out, &mirror, &repo_id, &name, &candidate)
-                            .await;
+                    let mut record = examiner.examine(&*sandbox, &candidate).await;
                     record.seconds = started.elapsed().as_secs_f64();
                     record.fingerprint = Some(fingerprint);
                     record
@@ -221,6 +244,24 @@ fn task_for(repo_id: &str, instance_id: &str, c: &Candidate) -> SweTask {
     serde_json::from_value(text).expect("a well-formed task")
 }
 
+/// What every candidate is examined with.
+struct Examiner {
+    locator: Arc<RepoLocator>,
+    settings: GradeSettings,
+    out: PathBuf,
+    mirror: PathBuf,
+    repo_id: String,
+    name: String,
+    services: TaskServices,
+}
+
+impl Examiner {
+    async fn examine<S: Sandbox>(&self, sandbox: &S, c: &Candidate) -> HarvestRecord {
+        let Self { locator, settings, out, mirror, repo_id, name, services } = self;
+        examine(sandbox, locator, settings, out, mirror, repo_id, name, services, c).await
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn examine<S: Sandbox>(
     sandbox: &S,
@@ -230,6 +271,7 @@ async fn examine<S: Sandbox>(
     mirror: &Path,
     repo_id: &str,
     name: &str,
+    services: &TaskServices,
     c: &Candidate,
 ) -> HarvestRecord {
     let short = &c.commit[..c.commit.len().min(12)];
@@ -268,11 +310,15 @@ async fn examine<S: Sandbox>(
     let mut task = task_for(repo_id, &record.instance_id, c);
     task.patch = patch.clone();
     task.test_patch = test_patch;
+    task.services = services.services.clone();
+    task.service_checks = services.service_checks.clone();
     let log_dir = out.join(".harvest").join("logs").join(&record.instance_id);
-    let (image, runner) = match environment_image(sandbox, locator, settings, &task, &log_dir).await {
-        Ok(found) => found,
-        Err((_, why)) => return drop(record, "environment failed", Some(why)),
-    };
+    // The services' images are built into `running`; the task written keeps their declarations.
+    let ((image, runner), running) =
+        match super::services::environment_and_services(sandbox, locator, settings, &task, &log_dir).await {
+            Ok(found) => found,
+            Err((_, why)) => return drop(record, "environment failed", Some(why)),
+        };
     let spec = EnvSpec {
         image,
         limits: settings.limits.clone(),
@@ -286,7 +332,7 @@ async fn examine<S: Sandbox>(
         .collect();
     let plan = execute::TestPlan {
         spec: &spec,
-        task: &task,
+        task: &running,
         test_files: &test_files,
         timeout: settings.timeout,
         runner,
