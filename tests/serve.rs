@@ -222,3 +222,59 @@ print("ok", repr(text))
     assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
     assert!(stdout.starts_with("ok "), "{stdout}");
 }
+
+/// A server that answers `/models` and `/completions` but, like many, without prompt
+/// log-probabilities: scoring is refused with an error naming that capability.
+#[test]
+fn a_server_without_prompt_logprobs_is_refused_by_name() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Read the head and a body of Content-Length bytes.
+            loop {
+                let n = stream.read(&mut buf).unwrap();
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            let head = String::from_utf8_lossy(&request);
+            let body = if head.starts_with("GET /v1/models") {
+                r#"{"object":"list","data":[{"id":"plain","object":"model","created":0,"owned_by":"x"}]}"#
+            } else {
+                r#"{"id":"c1","object":"text_completion","created":0,"model":"plain","choices":[{"index":0,"text":" x","logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#
+            };
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(response.as_bytes()).unwrap();
+        }
+    });
+    let mut model = OpenAiModel::connect(&base, RemoteSettings::default()).unwrap();
+    assert_eq!(model.info().name.as_deref(), Some("plain"));
+    let error = model
+        .score(&[ScoreRequest { context: "a".into(), continuation: " b".into() }])
+        .expect_err("no prompt log-probabilities");
+    let text = format!("{error:#}");
+    assert!(text.contains("prompt log-probabilities") && text.contains("/completions"), "{text}");
+}
