@@ -51,6 +51,22 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
     Some(days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60 + s - offset)
 }
 
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn format_timestamp(unix: i64) -> String {
+    let (days, rest) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
+    // Inverse of days_from_civil (Howard Hinnant's civil_from_days).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +87,12 @@ mod tests {
         assert_eq!(parse_timestamp("2024-02-29T23:30:05-01:00"), Some(1_709_251_200 + 1805));
         assert_eq!(parse_timestamp("2024-03-01"), None);
         assert_eq!(parse_timestamp("2024-03-01T25:00:00Z"), None);
+    }
+
+    #[test]
+    fn dates_round_trip() {
+        for unix in [0, 951_782_400, 1_709_251_200 + 45_005, 4_102_444_799] {
+            assert_eq!(parse_timestamp(&format_timestamp(unix)), Some(unix));
+        }
     }
 }

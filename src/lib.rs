@@ -54,6 +54,36 @@ fn colours_are_stripped_and_words_kept() {
     assert_eq!(strip_ansi(line), "==== short test summary info ==== and ");
 }
 
+/// Standard base64 with padding (a report page's script hash, HTTP Basic credentials).
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[test]
+fn base64_matches_the_rfc_examples() {
+    for (plain, encoded) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")]
+    {
+        assert_eq!(base64(plain.as_bytes()), encoded);
+    }
+    assert_eq!(base64(b"ab"), "YWI=");
+    assert_eq!(base64(b"abc"), "YWJj");
+    assert_eq!(base64(b"a"), "YQ==");
+}
+
 /// An error and its `#[source]` chain on one line (`outer: cause: root cause`), for reports
 /// and logs that keep text only.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

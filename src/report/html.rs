@@ -327,7 +327,7 @@ const SCRIPT: &str = include_str!("html/page.js");
 
 /// The whole page: `title` in the header, `body` in the main part, our style and script.
 pub fn page(title: &str, subtitle: &str, body: Markup) -> String {
-    let script_hash = base64(&Sha256::digest(SCRIPT.as_bytes()));
+    let script_hash = crate::base64(&Sha256::digest(SCRIPT.as_bytes()));
     // Nothing may be fetched or run but our own inline script; images only as data.
     let policy = format!(
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'"
@@ -344,24 +344,6 @@ pub fn page(title: &str, subtitle: &str, body: Markup) -> String {
         body = body.as_str(),
         version = env!("CARGO_PKG_VERSION"),
     )
-}
-
-/// Standard base64 with padding (for the script's hash in the page's policy).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ pub async fn not_found() -> ApiError {
     ApiError { status: StatusCode::NOT_FOUND, message: "no such endpoint".into(), code: None, param: None }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 enum OneOrMany {
     One(String),
@@ -138,14 +138,7 @@ impl Common {
                 top_p: self.top_p.filter(|p| *p < 1.0),
                 seed: self.seed.unwrap_or(0),
             },
-            stop: self
-                .stop
-                .as_ref()
-                .map(|s| match s {
-                    OneOrMany::One(one) => vec![one.clone()],
-                    OneOrMany::Many(many) => many.clone(),
-                })
-                .unwrap_or_default(),
+            stop: self.stop.clone().map(OneOrMany::into_vec).unwrap_or_default(),
             n: self.n.unwrap_or(1),
         }
     }

@@ -204,7 +204,7 @@ pub async fn harvest<S: Sandbox + 'static>(
                 let (sandbox, examiner) = (sandbox.clone(), examiner.clone());
                 async move {
                     let started = Instant::now();
-                    let mut record = examiner.examine(&*sandbox, &candidate).await;
+                    let mut record = examine(&*sandbox, &examiner, &candidate).await;
                     record.seconds = started.elapsed().as_secs_f64();
                     record.fingerprint = Some(fingerprint);
                     record
@@ -255,25 +255,8 @@ struct Examiner {
     services: TaskServices,
 }
 
-impl Examiner {
-    async fn examine<S: Sandbox>(&self, sandbox: &S, c: &Candidate) -> HarvestRecord {
-        let Self { locator, settings, out, mirror, repo_id, name, services } = self;
-        examine(sandbox, locator, settings, out, mirror, repo_id, name, services, c).await
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn examine<S: Sandbox>(
-    sandbox: &S,
-    locator: &Arc<RepoLocator>,
-    settings: &GradeSettings,
-    out: &Path,
-    mirror: &Path,
-    repo_id: &str,
-    name: &str,
-    services: &TaskServices,
-    c: &Candidate,
-) -> HarvestRecord {
+async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) -> HarvestRecord {
+    let Examiner { locator, settings, out, mirror, repo_id, name, services } = examiner;
     let short = &c.commit[..c.commit.len().min(12)];
     let mut record = HarvestRecord {
         merge_request: c.merge_request.clone(),

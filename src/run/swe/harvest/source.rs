@@ -156,7 +156,7 @@ fn clone_gitlab(source: &GitLabSource, project: &gitlab::Project, dest: &Path) -
     let mut config = Vec::new();
     if let Some(token) = &source.token {
         // GitLab takes a personal, project or group token as the password of any user.
-        let basic = base64_encode(format!("oauth2:{}", token.expose()).as_bytes());
+        let basic = crate::base64(format!("oauth2:{}", token.expose()).as_bytes());
         config.push(("http.extraHeader".to_owned(), format!("Authorization: Basic {basic}")));
     }
     if let Some(ca) = &source.ca_cert {
@@ -178,22 +178,6 @@ fn clone_gitlab(source: &GitLabSource, project: &gitlab::Project, dest: &Path) -
         ));
     }
     Ok(())
-}
-
-fn base64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// A source made ready: a repository the git CLI can clone, the name tasks are called by,
@@ -355,16 +339,4 @@ fn gitlab_candidates(
         found.push(c);
     }
     Ok(found)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn base64_matches_the_rfc_examples() {
-        for (plain, encoded) in
-            [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")]
-        {
-            assert_eq!(super::base64_encode(plain.as_bytes()), encoded);
-        }
-    }
 }
