@@ -1,14 +1,21 @@
 //! Matrix multiplication against quantized weights.
 //!
-//! [`QLinear`] is the one entry point the model forward uses for weight matmuls. For Q4_0, Q4_1
-//! and Q8_0 weights it runs our own kernels (candle 0.11's Q4_1 dot product is scalar code):
-//! the activations are quantized to 8 bits once per matmul, as llama.cpp does, then every
-//! output is an integer dot product per 32-value block, AVX2 when the CPU has it (detected at
-//! run time) and portable scalar code with the same arithmetic otherwise, threaded over output
-//! rows on rayon's pool. Other formats go through candle's `QMatMul`. AMX is never used: it
-//! traps in the virtual machines we run on.
+//! [`QLinear`] is the one entry point the model forward uses for weight matmuls. For Q4_0, Q4_1,
+//! Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and F16 weights it runs our own kernels: the activations
+//! are quantized once per matmul as llama.cpp does (8 bits per 32 values for the 32-value
+//! formats, per 256 values for the K-quants, f16 rounding for F16), then every output is an
+//! integer dot product per block, AVX2 when the CPU has it (detected at run time) and portable
+//! scalar code with the same arithmetic otherwise, threaded over output rows on rayon's pool.
+//! Other formats go through candle's `QMatMul`. AMX is never used: it traps in the virtual
+//! machines we run on.
+//!
+//! Every output element is computed by the same instructions whatever the number of input rows
+//! (rows are tiled, but each row has its own accumulators), so a row's result never depends on
+//! the rows batched with it.
 
 mod avx2;
+mod avx2_k;
+mod kquant;
 mod quant;
 
 use std::sync::Arc;
@@ -17,7 +24,52 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Result, Storage, Tensor};
 use rayon::prelude::*;
 
+use kquant::{ActBlockK, KFormat, QK_K};
 use quant::{ActBlock, WeightFormat, QK};
+
+/// A weight format our kernels handle, by the activation form its dot product reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// 32-value blocks against 8-bit activations per 32 values.
+    Block(WeightFormat),
+    /// 256-value super-blocks against 8-bit activations per 256 values.
+    K(KFormat),
+    /// F16 against f16-rounded activations.
+    F16,
+}
+
+impl Format {
+    fn of(dtype: GgmlDType) -> Option<Self> {
+        Some(match dtype {
+            GgmlDType::Q4_0 => Self::Block(WeightFormat::Q4_0),
+            GgmlDType::Q4_1 => Self::Block(WeightFormat::Q4_1),
+            GgmlDType::Q5_0 => Self::Block(WeightFormat::Q5_0),
+            GgmlDType::Q5_1 => Self::Block(WeightFormat::Q5_1),
+            GgmlDType::Q8_0 => Self::Block(WeightFormat::Q8_0),
+            GgmlDType::Q4K => Self::K(KFormat::Q4K),
+            GgmlDType::Q5K => Self::K(KFormat::Q5K),
+            GgmlDType::Q6K => Self::K(KFormat::Q6K),
+            GgmlDType::F16 => Self::F16,
+            _ => return None,
+        })
+    }
+
+    /// Values per block (the row length must be a multiple).
+    fn block_values(self) -> usize {
+        match self {
+            Self::K(_) => QK_K,
+            Self::Block(_) | Self::F16 => QK,
+        }
+    }
+
+    fn block_bytes(self) -> usize {
+        match self {
+            Self::Block(f) => f.block_bytes(),
+            Self::K(f) => f.block_bytes(),
+            Self::F16 => 2 * QK,
+        }
+    }
+}
 
 /// Which implementation of our kernels runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,12 +91,36 @@ impl KernelPath {
     }
 }
 
+/// The CPU's model name and the vector features that matter to our kernels and llama.cpp's,
+/// as detected at run time: benchmark output records it, since our machines' CPUs differ.
+pub fn cpu_description() -> String {
+    let name = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    #[allow(unused_mut)]
+    let mut features: Vec<&str> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        macro_rules! has {
+            ($($f:tt),*) => {$(if is_x86_feature_detected!($f) { features.push($f); })*};
+        }
+        has!("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avxvnni");
+    }
+    format!("{name} [{}], kernel path {:?}", features.join(" "), KernelPath::detect())
+}
+
 /// A linear layer `y = x · Wᵀ` whose weight `W` (`[out, in]`) stays quantized.
 #[derive(Debug, Clone)]
 pub struct QLinear {
     weight: Arc<QTensor>,
     /// Set when our kernels handle this weight's format and shape.
-    format: Option<WeightFormat>,
+    format: Option<Format>,
     fallback: QMatMul,
     out_features: usize,
     in_features: usize,
@@ -53,13 +129,8 @@ pub struct QLinear {
 impl QLinear {
     pub fn new(weight: Arc<QTensor>) -> Result<Self> {
         let (out_features, in_features) = weight.shape().dims2()?;
-        let format = match weight.dtype() {
-            GgmlDType::Q4_0 => Some(WeightFormat::Q4_0),
-            GgmlDType::Q4_1 => Some(WeightFormat::Q4_1),
-            GgmlDType::Q8_0 => Some(WeightFormat::Q8_0),
-            _ => None,
-        }
-        .filter(|_| in_features % QK == 0 && weight.device().is_cpu());
+        let format = Format::of(weight.dtype())
+            .filter(|f| in_features.is_multiple_of(f.block_values()) && weight.device().is_cpu());
         Ok(Self { fallback: QMatMul::from_arc(weight.clone())?, weight, format, out_features, in_features })
     }
 
@@ -96,7 +167,7 @@ impl QLinear {
         self.fallback.forward(x)
     }
 
-    fn forward_own(&self, x: &Tensor, format: WeightFormat, path: KernelPath) -> Result<Tensor> {
+    fn forward_own(&self, x: &Tensor, format: Format, path: KernelPath) -> Result<Tensor> {
         let dims = x.dims();
         let k = self.in_features;
         if dims.last() != Some(&k) {
@@ -106,25 +177,29 @@ impl QLinear {
             );
         }
         let m = x.elem_count() / k;
-        let nb = k / QK;
+        let nb = k / format.block_values();
         let x = x.contiguous()?;
         let (storage, layout) = x.storage_and_layout();
         let Storage::Cpu(cpu) = &*storage else { candle_core::bail!("QLinear: input is not on the CPU") };
         let xs = &cpu.as_slice::<f32>()?[layout.start_offset()..layout.start_offset() + m * k];
-
-        let mut acts = vec![ActBlock::ZERO; m * nb];
-        if m >= 16 {
-            acts.par_chunks_mut(nb).zip(xs.par_chunks(k)).for_each(|(out, row)| quantize_row(path, row, out));
-        } else {
-            for (out, row) in acts.chunks_mut(nb).zip(xs.chunks(k)) {
-                quantize_row(path, row, out);
+        let data = self.weight.data()?;
+        let mut out = vec![0f32; m * self.out_features];
+        let shape = Shape { n: self.out_features, nb, m, row_bytes: nb * format.block_bytes() };
+        match format {
+            Format::Block(f) => {
+                let acts = activations(xs, k, nb, ActBlock::ZERO, |row, out| quantize_row(path, row, out));
+                matmul(&BlockDot { format: f, path }, &data, &acts, shape, &mut out);
+            }
+            Format::K(f) => {
+                let acts = activations(xs, k, nb, ActBlockK::ZERO, kquant::quantize_row_k);
+                matmul(&KDot { format: f, path }, &data, &acts, shape, &mut out);
+            }
+            Format::F16 => {
+                let acts = activations(xs, k, nb, [0f32; QK], quant::round_row_f16);
+                matmul(&F16Dot { path }, &data, &acts, shape, &mut out);
             }
         }
         drop(storage);
-
-        let data = self.weight.data()?;
-        let mut out = vec![0f32; m * self.out_features];
-        matmul(format, path, &data, self.out_features, nb, &acts, m, &mut out);
 
         let mut out_dims = dims.to_vec();
         *out_dims.last_mut().expect("checked above") = self.out_features;
@@ -132,8 +207,90 @@ impl QLinear {
     }
 }
 
-/// Activation rows handled together against one weight row.
-const ROW_TILE: usize = 4;
+/// `m` rows of `k` inputs in the activation form of a format (`nb` blocks per row).
+fn activations<A: Copy + Send + Sync>(
+    xs: &[f32],
+    k: usize,
+    nb: usize,
+    zero: A,
+    quantize: impl Fn(&[f32], &mut [A]) + Sync,
+) -> Vec<A> {
+    let m = xs.len() / k;
+    let mut acts = vec![zero; m * nb];
+    if m >= 16 {
+        acts.par_chunks_mut(nb).zip(xs.par_chunks(k)).for_each(|(out, row)| quantize(row, out));
+    } else {
+        for (out, row) in acts.chunks_mut(nb).zip(xs.chunks(k)) {
+            quantize(row, out);
+        }
+    }
+    acts
+}
+
+/// Dot products of one weight row with `R` activation rows, for one weight format and path.
+trait RowDot: Sync {
+    type Act: Sync;
+    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[Self::Act]; R]) -> [f32; R];
+}
+
+struct BlockDot {
+    format: WeightFormat,
+    path: KernelPath,
+}
+
+impl RowDot for BlockDot {
+    type Act = ActBlock;
+    #[inline]
+    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[ActBlock]; R]) -> [f32; R] {
+        match self.path {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 if avx2::available() => {
+                // SAFETY: the CPU features are checked just above; the caller sized `w` and `ys`.
+                unsafe { avx2::dot_rows(self.format, w, nb, ys) }
+            }
+            _ => ys.map(|y| quant::dot_row(self.format, w, y)),
+        }
+    }
+}
+
+struct KDot {
+    format: KFormat,
+    path: KernelPath,
+}
+
+impl RowDot for KDot {
+    type Act = ActBlockK;
+    #[inline]
+    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[ActBlockK]; R]) -> [f32; R] {
+        match self.path {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 if avx2::available() => {
+                // SAFETY: as for `BlockDot`.
+                unsafe { avx2_k::dot_rows_k(self.format, w, nb, ys) }
+            }
+            _ => ys.map(|y| kquant::dot_row_k(self.format, w, y)),
+        }
+    }
+}
+
+struct F16Dot {
+    path: KernelPath,
+}
+
+impl RowDot for F16Dot {
+    type Act = [f32; QK];
+    #[inline]
+    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[[f32; QK]]; R]) -> [f32; R] {
+        match self.path {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 if avx2::available() => {
+                // SAFETY: as for `BlockDot`.
+                unsafe { avx2::dot_rows_f16(w, nb, ys) }
+            }
+            _ => ys.map(|y| quant::dot_row_f16(w, y)),
+        }
+    }
+}
 
 /// Output pointer shared by tasks that write disjoint columns.
 #[derive(Clone, Copy)]
@@ -149,19 +306,18 @@ impl OutPtr {
     }
 }
 
-/// `out[i, j] = Σ acts[i] · w[j]` for `m` activation rows and `n` weight rows of `nb` blocks.
-#[allow(clippy::too_many_arguments)]
-fn matmul(
-    format: WeightFormat,
-    path: KernelPath,
-    w: &[u8],
+/// A matmul's sizes: `n` weight rows of `nb` blocks (`row_bytes` each), `m` activation rows.
+#[derive(Clone, Copy)]
+struct Shape {
     n: usize,
     nb: usize,
-    acts: &[ActBlock],
     m: usize,
-    out: &mut [f32],
-) {
-    let row_bytes = nb * format.block_bytes();
+    row_bytes: usize,
+}
+
+/// `out[i, j] = Σ acts[i] · w[j]`.
+fn matmul<D: RowDot>(dot: &D, w: &[u8], acts: &[D::Act], shape: Shape, out: &mut [f32]) {
+    let Shape { n, nb, m, row_bytes } = shape;
     assert!(w.len() >= n * row_bytes, "weight data shorter than its shape");
     assert_eq!(acts.len(), m * nb);
     assert_eq!(out.len(), m * n);
@@ -172,33 +328,50 @@ fn matmul(
     let out_ptr = OutPtr(out.as_mut_ptr());
     (0..n.div_ceil(rows_per_task)).into_par_iter().for_each(|t| {
         let j0 = t * rows_per_task;
-        let j1 = (j0 + rows_per_task).min(n);
-        let store = |i: usize, j: usize, v: f32| {
-            debug_assert!(i < m && j < n);
-            // SAFETY: in bounds (i < m, j < n) and column j belongs to this task only.
-            unsafe { *out_ptr.get().add(i * n + j) = v };
-        };
-        let act_row = |i: usize| &acts[i * nb..(i + 1) * nb];
+        let columns = j0..(j0 + rows_per_task).min(n);
+        let tile = Tile { w, row_bytes, nb, acts, n, out: out_ptr };
+        // Activation rows in tiles of 8, then 4, then 1: one weight row is loaded and unpacked
+        // once per tile.
         let mut i = 0;
-        while i + ROW_TILE <= m {
-            let ys: [&[ActBlock]; ROW_TILE] = std::array::from_fn(|r| act_row(i + r));
-            for j in j0..j1 {
-                let wr = &w[j * row_bytes..(j + 1) * row_bytes];
-                let dots = dot_rows(format, path, wr, nb, ys);
-                for (r, v) in dots.into_iter().enumerate() {
-                    store(i + r, j, v);
-                }
-            }
-            i += ROW_TILE;
+        while i + 8 <= m {
+            tile.run::<D, 8>(dot, i, columns.clone());
+            i += 8;
+        }
+        while i + 4 <= m {
+            tile.run::<D, 4>(dot, i, columns.clone());
+            i += 4;
         }
         for i in i..m {
-            let ys = [act_row(i)];
-            for j in j0..j1 {
-                let wr = &w[j * row_bytes..(j + 1) * row_bytes];
-                store(i, j, dot_rows(format, path, wr, nb, ys)[0]);
-            }
+            tile.run::<D, 1>(dot, i, columns.clone());
         }
     });
+}
+
+/// One task's view of a matmul.
+struct Tile<'a, A> {
+    w: &'a [u8],
+    row_bytes: usize,
+    nb: usize,
+    acts: &'a [A],
+    n: usize,
+    out: OutPtr,
+}
+
+impl<A> Tile<'_, A> {
+    /// Activation rows `i..i+R` against weight rows `columns`.
+    #[inline]
+    fn run<D: RowDot<Act = A>, const R: usize>(&self, dot: &D, i: usize, columns: std::ops::Range<usize>) {
+        let ys: [&[A]; R] = std::array::from_fn(|r| &self.acts[(i + r) * self.nb..][..self.nb]);
+        for j in columns {
+            let wr = &self.w[j * self.row_bytes..][..self.row_bytes];
+            for (r, v) in dot.dot(wr, self.nb, ys).into_iter().enumerate() {
+                debug_assert!(j < self.n && (i + r) * self.n + j < self.acts.len() / self.nb * self.n);
+                // SAFETY: in bounds (row i + r < m, column j < n) and column j belongs to this
+                // task only.
+                unsafe { *self.out.get().add((i + r) * self.n + j) = v };
+            }
+        }
+    }
 }
 
 fn quantize_row(path: KernelPath, x: &[f32], out: &mut [ActBlock]) {
@@ -210,24 +383,6 @@ fn quantize_row(path: KernelPath, x: &[f32], out: &mut [ActBlock]) {
             unsafe { avx2::quantize_row(x, out) }
         }
         _ => quant::quantize_row(x, out),
-    }
-}
-
-#[inline]
-fn dot_rows<const R: usize>(
-    format: WeightFormat,
-    path: KernelPath,
-    w: &[u8],
-    nb: usize,
-    ys: [&[ActBlock]; R],
-) -> [f32; R] {
-    match path {
-        #[cfg(target_arch = "x86_64")]
-        KernelPath::Avx2 if avx2::available() => {
-            // SAFETY: the CPU features are checked just above; the caller sized `w` and `ys`.
-            unsafe { avx2::dot_rows(format, w, nb, ys) }
-        }
-        _ => ys.map(|y| quant::dot_row(format, w, y)),
     }
 }
 

@@ -70,25 +70,40 @@ pub unsafe fn dot_rows<const R: usize>(
     debug_assert!(ys.iter().all(|y| y.len() >= nb));
     let ys = ys.map(|y| y.as_ptr());
     match format {
-        WeightFormat::Q4_0 => dot_q4_0(w.as_ptr(), nb, ys),
-        WeightFormat::Q4_1 => dot_q4_1(w.as_ptr(), nb, ys),
-        WeightFormat::Q8_0 => dot_q8_0(w.as_ptr(), nb, ys),
+        WeightFormat::Q4_0 | WeightFormat::Q5_0 | WeightFormat::Q8_0 => {
+            dot_signed(format, w.as_ptr(), nb, ys)
+        }
+        WeightFormat::Q4_1 | WeightFormat::Q5_1 => dot_with_min(format, w.as_ptr(), nb, ys),
     }
 }
 
+/// Formats whose value is d·(signed quant): Σ over blocks of d_w·d_a·Σ x·y.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q4_0<const R: usize>(w: *const u8, nb: usize, ys: [*const ActBlock; R]) -> [f32; R] {
+unsafe fn dot_signed<const R: usize>(
+    format: WeightFormat,
+    w: *const u8,
+    nb: usize,
+    ys: [*const ActBlock; R],
+) -> [f32; R] {
     let mut acc = [_mm256_setzero_ps(); R];
     let mut blk = w;
     for b in 0..nb {
         let dw = f16_at(blk);
-        let x = _mm256_sub_epi8(nibbles(blk.add(2)), _mm256_set1_epi8(8));
+        let x = match format {
+            WeightFormat::Q4_0 => _mm256_sub_epi8(nibbles(blk.add(2)), _mm256_set1_epi8(8)),
+            // q − 16: the nibble where the fifth bit is set, nibble − 16 (0xF0 | nibble) where not.
+            WeightFormat::Q5_0 => _mm256_or_si256(
+                nibbles(blk.add(6)),
+                _mm256_andnot_si256(bytes_from_bits(blk.add(2)), _mm256_set1_epi8(0xF0u8 as i8)),
+            ),
+            _ => _mm256_loadu_si256(blk.add(2) as *const __m256i),
+        };
         for r in 0..R {
             let a = ys[r].add(b);
             let scale = _mm256_set1_ps(dw * (*a).d);
             acc[r] = _mm256_fmadd_ps(scale, lanes_ss(x, act_qs(a)), acc[r]);
         }
-        blk = blk.add(18);
+        blk = blk.add(format.block_bytes());
     }
     let mut out = [0f32; R];
     for r in 0..R {
@@ -97,22 +112,35 @@ unsafe fn dot_q4_0<const R: usize>(w: *const u8, nb: usize, ys: [*const ActBlock
     out
 }
 
+/// Formats whose value is d·(unsigned quant) + m: the minimum's share comes from the
+/// activation block's sum `s`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q4_1<const R: usize>(w: *const u8, nb: usize, ys: [*const ActBlock; R]) -> [f32; R] {
+unsafe fn dot_with_min<const R: usize>(
+    format: WeightFormat,
+    w: *const u8,
+    nb: usize,
+    ys: [*const ActBlock; R],
+) -> [f32; R] {
     let mut acc = [_mm256_setzero_ps(); R];
     let mut summs = [0f32; R];
     let mut blk = w;
     for b in 0..nb {
         let dw = f16_at(blk);
         let m = f16_at(blk.add(2));
-        let x = nibbles(blk.add(4));
+        let x = match format {
+            WeightFormat::Q5_1 => _mm256_or_si256(
+                nibbles(blk.add(8)),
+                _mm256_and_si256(bytes_from_bits(blk.add(4)), _mm256_set1_epi8(0x10)),
+            ),
+            _ => nibbles(blk.add(4)),
+        };
         for r in 0..R {
             let a = ys[r].add(b);
             summs[r] += m * (*a).s;
             let scale = _mm256_set1_ps(dw * (*a).d);
             acc[r] = _mm256_fmadd_ps(lanes_us(x, act_qs(a)), scale, acc[r]);
         }
-        blk = blk.add(20);
+        blk = blk.add(format.block_bytes());
     }
     let mut out = [0f32; R];
     for r in 0..R {
@@ -121,23 +149,49 @@ unsafe fn dot_q4_1<const R: usize>(w: *const u8, nb: usize, ys: [*const ActBlock
     out
 }
 
+/// 32 bits to 32 bytes: 0xFF where the bit is set (llama.cpp's `bytes_from_bits_32`).
+#[inline(always)]
+unsafe fn bytes_from_bits(p: *const u8) -> __m256i {
+    let bits = std::ptr::read_unaligned(p as *const u32);
+    let shuffle =
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), shuffle);
+    let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
+}
+
+/// F16 weight row against `R` rows of f16-rounded activations (`quant::dot_row_f16`'s order).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `w` must hold `nb · 32` f16 values and every
+/// `ys[r]` at least `nb` blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q8_0<const R: usize>(w: *const u8, nb: usize, ys: [*const ActBlock; R]) -> [f32; R] {
-    let mut acc = [_mm256_setzero_ps(); R];
-    let mut blk = w;
+pub unsafe fn dot_rows_f16<const R: usize>(w: &[u8], nb: usize, ys: [&[[f32; QK]]; R]) -> [f32; R] {
+    debug_assert!(w.len() >= nb * 2 * QK && ys.iter().all(|y| y.len() >= nb));
+    let mut acc = [[_mm256_setzero_ps(); 4]; R];
+    let p = w.as_ptr();
     for b in 0..nb {
-        let dw = f16_at(blk);
-        let x = _mm256_loadu_si256(blk.add(2) as *const __m256i);
+        let at = |j: usize| p.add(b * 64 + j * 16) as *const __m128i;
+        let wv = [
+            _mm256_cvtph_ps(_mm_loadu_si128(at(0))),
+            _mm256_cvtph_ps(_mm_loadu_si128(at(1))),
+            _mm256_cvtph_ps(_mm_loadu_si128(at(2))),
+            _mm256_cvtph_ps(_mm_loadu_si128(at(3))),
+        ];
         for r in 0..R {
-            let a = ys[r].add(b);
-            let scale = _mm256_set1_ps(dw * (*a).d);
-            acc[r] = _mm256_fmadd_ps(scale, lanes_ss(x, act_qs(a)), acc[r]);
+            let y = ys[r].as_ptr().add(b) as *const f32;
+            for j in 0..4 {
+                acc[r][j] = _mm256_fmadd_ps(wv[j], _mm256_loadu_ps(y.add(8 * j)), acc[r][j]);
+            }
         }
-        blk = blk.add(34);
     }
     let mut out = [0f32; R];
     for r in 0..R {
-        out[r] = hsum8(acc[r]);
+        let [a0, a1, a2, a3] = acc[r];
+        let x0 = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+        let t0 = _mm_add_ps(_mm256_castps256_ps128(x0), _mm256_extractf128_ps(x0, 1));
+        let t1 = _mm_hadd_ps(t0, t0);
+        out[r] = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
     }
     out
 }

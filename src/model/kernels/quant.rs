@@ -19,6 +19,10 @@ pub enum WeightFormat {
     Q4_0,
     /// `d: f16, m: f16, qs: [u8; 16]`, value = d·nibble + m.
     Q4_1,
+    /// `d: f16, qh: u32, qs: [u8; 16]`, value = d·(q − 16) with q = nibble + 16·bit.
+    Q5_0,
+    /// `d: f16, m: f16, qh: u32, qs: [u8; 16]`, value = d·q + m with q = nibble + 16·bit.
+    Q5_1,
     /// `d: f16, qs: [i8; 32]`, value = d·q.
     Q8_0,
 }
@@ -29,6 +33,8 @@ impl WeightFormat {
         match self {
             Self::Q4_0 => 18,
             Self::Q4_1 => 20,
+            Self::Q5_0 => 22,
+            Self::Q5_1 => 24,
             Self::Q8_0 => 34,
         }
     }
@@ -97,6 +103,18 @@ fn nibbles(qs: &[u8]) -> [i32; QK] {
     v
 }
 
+/// A 5-bit block's quants (0..32): `qs` as for 4 bits, the fifth bit of value `j` is bit `j`
+/// of the little-endian `qh`.
+#[inline]
+fn five_bits(qh: &[u8], qs: &[u8]) -> [i32; QK] {
+    let high = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    let mut v = nibbles(qs);
+    for (j, x) in v.iter_mut().enumerate() {
+        *x |= (((high >> j) & 1) << 4) as i32;
+    }
+    v
+}
+
 /// Integer products summed in eight lanes of four consecutive values.
 #[inline]
 fn lane_sums(x: &[i32; QK], y: &[i8; QK]) -> [i32; 8] {
@@ -122,6 +140,15 @@ pub fn dot_row(format: WeightFormat, w: &[u8], y: &[ActBlock]) -> f32 {
             WeightFormat::Q4_1 => {
                 summs += read_f16(blk, 2) * a.s;
                 (nibbles(&blk[4..20]), read_f16(blk, 0) * a.d)
+            }
+            WeightFormat::Q5_0 => {
+                let mut x = five_bits(&blk[2..6], &blk[6..22]);
+                x.iter_mut().for_each(|v| *v -= 16);
+                (x, read_f16(blk, 0) * a.d)
+            }
+            WeightFormat::Q5_1 => {
+                summs += read_f16(blk, 2) * a.s;
+                (five_bits(&blk[4..8], &blk[8..24]), read_f16(blk, 0) * a.d)
             }
             WeightFormat::Q8_0 => {
                 let mut x = [0i32; QK];
@@ -152,8 +179,47 @@ pub fn dequantize_row(format: WeightFormat, w: &[u8]) -> Vec<f32> {
                 let m = read_f16(blk, 2);
                 out.extend(nibbles(&blk[4..20]).iter().map(|&q| d * q as f32 + m))
             }
+            WeightFormat::Q5_0 => {
+                out.extend(five_bits(&blk[2..6], &blk[6..22]).iter().map(|&q| d * (q - 16) as f32))
+            }
+            WeightFormat::Q5_1 => {
+                let m = read_f16(blk, 2);
+                out.extend(five_bits(&blk[4..8], &blk[8..24]).iter().map(|&q| d * q as f32 + m))
+            }
             WeightFormat::Q8_0 => out.extend(blk[2..34].iter().map(|&q| d * (q as i8) as f32)),
         }
     }
     out
+}
+
+/// F16 weights against f16-rounded activations, in the order of llama.cpp's AVX `vec_dot_f16`:
+/// four accumulators of eight lanes over each 32 values, then a fixed reduction.
+pub fn dot_row_f16(w: &[u8], y: &[[f32; QK]]) -> f32 {
+    let mut acc = [[0f32; 8]; 4];
+    for (blk, ys) in w.chunks_exact(2 * QK).zip(y) {
+        for (a, (lane_w, lane_y)) in acc.iter_mut().zip(blk.chunks_exact(16).zip(ys.chunks_exact(8))) {
+            for l in 0..8 {
+                a[l] = read_f16(lane_w, 2 * l).mul_add(lane_y[l], a[l]);
+            }
+        }
+    }
+    reduce_f16_acc(&acc)
+}
+
+/// llama.cpp's `GGML_F32x8_REDUCE` of four accumulators.
+#[inline]
+pub fn reduce_f16_acc(acc: &[[f32; 8]; 4]) -> f32 {
+    let x: [f32; 8] = std::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
+    let t0: [f32; 4] = std::array::from_fn(|i| x[i] + x[i + 4]);
+    let t1 = [t0[0] + t0[1], t0[2] + t0[3]];
+    t1[0] + t1[1]
+}
+
+/// Activations rounded to f16 (F16 weights' dot product reads them so, as llama.cpp does).
+pub fn round_row_f16(x: &[f32], out: &mut [[f32; QK]]) {
+    for (chunk, block) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        for (o, &v) in block.iter_mut().zip(chunk) {
+            *o = f16_round(v);
+        }
+    }
 }

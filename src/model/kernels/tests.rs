@@ -30,21 +30,118 @@ fn input(m: usize, k: usize, seed: u64) -> Tensor {
 }
 
 const FORMATS: [GgmlDType; 3] = [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0];
+/// Every format with our own kernels.
+const ALL_FORMATS: [GgmlDType; 9] = [
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q5_1,
+    GgmlDType::Q8_0,
+    GgmlDType::Q4K,
+    GgmlDType::Q5K,
+    GgmlDType::Q6K,
+    GgmlDType::F16,
+];
 /// (out, in) pairs: single block, odd row counts, this model's 576 and 1536.
 const SHAPES: [(usize, usize); 5] = [(1, 32), (7, 96), (37, 576), (130, 1536), (576, 576)];
-const ROWS: [usize; 6] = [1, 3, 4, 5, 9, 17];
+/// Shapes for every format (rows a multiple of 256 values).
+const K_SHAPES: [(usize, usize); 4] = [(1, 256), (9, 512), (37, 1536), (70, 768)];
+/// Activation rows: every tile size (8, 4, 1) and their mixtures.
+const ROWS: [usize; 7] = [1, 3, 4, 5, 9, 17, 21];
 
 fn rows(t: &Tensor) -> Vec<Vec<f32>> {
     t.to_vec2::<f32>().unwrap()
 }
 
 #[test]
-fn own_kernels_handle_q4_0_q4_1_q8_0_only() {
-    for dtype in FORMATS {
-        assert!(layer(dtype, 4, 64, 1).uses_own_kernels(), "{dtype:?}");
+fn own_kernels_handle_their_formats_only() {
+    for dtype in ALL_FORMATS {
+        assert!(layer(dtype, 4, 256, 1).uses_own_kernels(), "{dtype:?}");
     }
-    assert!(!layer(GgmlDType::Q4K, 4, 256, 1).uses_own_kernels());
+    assert!(!layer(GgmlDType::Q3K, 4, 256, 1).uses_own_kernels());
     assert!(!layer(GgmlDType::F32, 4, 64, 1).uses_own_kernels());
+}
+
+#[test]
+fn every_format_gives_identical_bits_on_both_paths() {
+    assert_eq!(KernelPath::detect(), KernelPath::Avx2, "this test needs a CPU with AVX2/FMA/F16C");
+    for dtype in ALL_FORMATS {
+        for (n, k) in K_SHAPES {
+            let l = layer(dtype, n, k, 17);
+            for m in ROWS {
+                let x = input(m, k, 19 + m as u64);
+                let simd = rows(&l.forward_on(&x, KernelPath::Avx2).unwrap());
+                let scalar = rows(&l.forward_on(&x, KernelPath::Scalar).unwrap());
+                for (a, b) in simd.iter().flatten().zip(scalar.iter().flatten()) {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{dtype:?} n={n} k={k} m={m}: {a} vs {b}");
+                }
+            }
+        }
+    }
+}
+
+/// The activations each format's kernel reads, dequantized: 8-bit per 32 or per 256 values, or
+/// f16-rounded.
+fn activations_as_read(dtype: GgmlDType, x: &[f32]) -> Vec<f64> {
+    match dtype {
+        GgmlDType::Q4K | GgmlDType::Q5K | GgmlDType::Q6K => {
+            let mut acts = vec![kquant::ActBlockK::ZERO; x.len() / kquant::QK_K];
+            kquant::quantize_row_k(x, &mut acts);
+            acts.iter().flat_map(|a| a.qs.map(|q| a.d as f64 * q as f64)).collect()
+        }
+        GgmlDType::F16 => x.iter().map(|&v| half::f16::from_f32(v).to_f64()).collect(),
+        _ => {
+            let mut acts = vec![ActBlock::ZERO; x.len() / QK];
+            quant::quantize_row(x, &mut acts);
+            acts.iter().flat_map(|a| a.qs.map(|q| a.d as f64 * q as f64)).collect()
+        }
+    }
+}
+
+/// Every format against the plain sum of candle's dequantized weights times the activations as
+/// the kernel reads them, in f64: only f32 rounding separates them, so a wrong bit or scale
+/// anywhere in a block would show.
+#[test]
+fn every_format_equals_its_dequantized_reference() {
+    for dtype in ALL_FORMATS {
+        for (n, k) in K_SHAPES {
+            let l = layer(dtype, n, k, 23);
+            let w = rows(&l.weight.dequantize(&Device::Cpu).unwrap());
+            for m in [1, 9] {
+                let xs = pseudo_random(m * k, 29);
+                let ours =
+                    rows(&l.forward(&Tensor::from_vec(xs.clone(), (m, k), &Device::Cpu).unwrap()).unwrap());
+                for (i, x) in xs.chunks(k).enumerate() {
+                    let a = activations_as_read(dtype, x);
+                    for j in 0..n {
+                        let mut want: f64 = w[j].iter().zip(&a).map(|(&w, &a)| w as f64 * a).sum();
+                        // Q4_1/Q5_1 read their minimum's share through the activation block's
+                        // f16-rounded sum `s`, as llama.cpp does: swap the exact share for it.
+                        if let Some(bb) = match dtype {
+                            GgmlDType::Q4_1 => Some(20),
+                            GgmlDType::Q5_1 => Some(24),
+                            _ => None,
+                        } {
+                            let data = l.weight.data().unwrap();
+                            let mut acts = vec![ActBlock::ZERO; k / QK];
+                            quant::quantize_row(x, &mut acts);
+                            for (b, act) in acts.iter().enumerate() {
+                                let min = quant::read_f16(&data[(j * k / QK + b) * bb..], 2) as f64;
+                                let exact: f64 = a[b * QK..][..QK].iter().sum();
+                                want += min * (act.s as f64 - exact);
+                            }
+                        }
+                        let magnitude: f64 = w[j].iter().zip(&a).map(|(&w, &a)| (w as f64 * a).abs()).sum();
+                        let got = ours[i][j] as f64;
+                        assert!(
+                            (got - want).abs() <= 2e-6 * magnitude + 1e-6,
+                            "{dtype:?} n={n} k={k} [{i},{j}]: {got} vs {want} (magnitude {magnitude})"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -78,8 +175,8 @@ fn reference_dot(format: WeightFormat, w: &[u8], y: &[ActBlock]) -> (f64, f64) {
     for (b, (blk, a)) in w.chunks_exact(bb).zip(y).enumerate() {
         let d = quant::read_f16(blk, 0) as f64;
         let min = match format {
-            WeightFormat::Q4_1 => quant::read_f16(blk, 2) as f64,
-            WeightFormat::Q4_0 | WeightFormat::Q8_0 => 0.0,
+            WeightFormat::Q4_1 | WeightFormat::Q5_1 => quant::read_f16(blk, 2) as f64,
+            WeightFormat::Q4_0 | WeightFormat::Q5_0 | WeightFormat::Q8_0 => 0.0,
         };
         // Recover the (signed) integer quants from the dequantized values.
         let isum: f64 = (0..QK)
@@ -190,7 +287,7 @@ fn a_mismatched_input_width_is_an_error() {
 
 #[test]
 fn other_formats_fall_back_to_candle() {
-    let l = layer(GgmlDType::Q6K, 8, 256, 2);
+    let l = layer(GgmlDType::Q3K, 8, 256, 2);
     let x = input(3, 256, 1);
     assert_eq!(rows(&l.forward(&x).unwrap()), rows(&l.forward_candle(&x).unwrap()));
 }

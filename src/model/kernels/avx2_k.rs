@@ -1,0 +1,156 @@
+//! AVX2 kernels for K-quant super-blocks: the quants of one weight super-block are unpacked
+//! once into eight 32-byte vectors, then for each activation row the products are summed with
+//! `maddubs`/`madd` into the same exact integers `kquant::block_sums` computes, and scaled with
+//! the same float operations, so both paths give identical bits.
+
+#![cfg(target_arch = "x86_64")]
+// Index loops mirror the block layouts (several arrays indexed by the same sub-block).
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+
+use super::kquant::{scales_mins, ActBlockK, KFormat, QK_K};
+use super::quant::read_f16;
+
+const _: () = assert!(QK_K == 256);
+
+#[inline(always)]
+unsafe fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// Bit `shift` of every byte of `v`, moved to bit 4 (Q5_K's fifth bit).
+#[inline(always)]
+unsafe fn bit_to_16(v: __m256i, shift: i32) -> __m256i {
+    let bit = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(1));
+    _mm256_slli_epi16(bit, 4)
+}
+
+/// Q4_K/Q5_K quants in value order: vector `j` holds values `32j..32j+32`.
+#[inline(always)]
+unsafe fn unpack_k45(qs: *const u8, qh: Option<*const u8>) -> [__m256i; 8] {
+    let low4 = _mm256_set1_epi8(0x0F);
+    let mut q = [_mm256_setzero_si256(); 8];
+    let high = qh.map(|p| _mm256_loadu_si256(p as *const __m256i));
+    for c in 0..4 {
+        let bytes = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
+        let mut lo = _mm256_and_si256(bytes, low4);
+        let mut hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+        if let Some(h) = high {
+            lo = _mm256_or_si256(lo, bit_to_16(h, 2 * c as i32));
+            hi = _mm256_or_si256(hi, bit_to_16(h, 2 * c as i32 + 1));
+        }
+        q[2 * c] = lo;
+        q[2 * c + 1] = hi;
+    }
+    q
+}
+
+/// Q6_K quants (0..64, value = quant − 32) in value order.
+#[inline(always)]
+unsafe fn unpack_q6k(ql: *const u8, qh: *const u8) -> [__m256i; 8] {
+    let low4 = _mm256_set1_epi8(0x0F);
+    let two = _mm256_set1_epi8(3);
+    let mut q = [_mm256_setzero_si256(); 8];
+    for half in 0..2 {
+        let l0 = _mm256_loadu_si256(ql.add(64 * half) as *const __m256i);
+        let l1 = _mm256_loadu_si256(ql.add(64 * half + 32) as *const __m256i);
+        let h = _mm256_loadu_si256(qh.add(32 * half) as *const __m256i);
+        let hb =
+            |s: i32| _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(s)), two), 4);
+        q[4 * half] = _mm256_or_si256(_mm256_and_si256(l0, low4), hb(0));
+        q[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), hb(2));
+        q[4 * half + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), hb(4));
+        q[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), hb(6));
+    }
+    q
+}
+
+/// Dot products of one K-quant weight row (`nb` super-blocks) with `R` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `w` must hold `nb` super-blocks of `format` and
+/// every `ys[r]` at least `nb` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_rows_k<const R: usize>(
+    format: KFormat,
+    w: &[u8],
+    nb: usize,
+    ys: [&[ActBlockK]; R],
+) -> [f32; R] {
+    debug_assert!(w.len() >= nb * format.block_bytes() && ys.iter().all(|y| y.len() >= nb));
+    let (mut acc, mut acc_min) = ([0f32; R], [0f32; R]);
+    let bb = format.block_bytes();
+    for b in 0..nb {
+        let blk = &w[b * bb..][..bb];
+        let p = blk.as_ptr();
+        match format {
+            KFormat::Q4K | KFormat::Q5K => {
+                let (sc, m) = scales_mins(&blk[4..16]);
+                let q = match format {
+                    KFormat::Q4K => unpack_k45(p.add(16), None),
+                    _ => unpack_k45(p.add(48), Some(p.add(16))),
+                };
+                let scales: [__m256i; 8] = [
+                    _mm256_set1_epi16(sc[0] as i16),
+                    _mm256_set1_epi16(sc[1] as i16),
+                    _mm256_set1_epi16(sc[2] as i16),
+                    _mm256_set1_epi16(sc[3] as i16),
+                    _mm256_set1_epi16(sc[4] as i16),
+                    _mm256_set1_epi16(sc[5] as i16),
+                    _mm256_set1_epi16(sc[6] as i16),
+                    _mm256_set1_epi16(sc[7] as i16),
+                ];
+                let (d, dmin) = (read_f16(blk, 0), read_f16(blk, 2));
+                for r in 0..R {
+                    let a = &ys[r][b];
+                    let mut sum = _mm256_setzero_si256();
+                    for j in 0..8 {
+                        let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
+                        let pairs = _mm256_maddubs_epi16(q[j], y);
+                        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scales[j]));
+                    }
+                    let sumi = hsum_i32(sum);
+                    let mut summ = 0i32;
+                    for j in 0..8 {
+                        summ += m[j] as i32 * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32);
+                    }
+                    acc[r] = (d * a.d).mul_add(sumi as f32, acc[r]);
+                    acc_min[r] = (dmin * a.d).mul_add(summ as f32, acc_min[r]);
+                }
+            }
+            KFormat::Q6K => {
+                let q = unpack_q6k(p, p.add(128));
+                let sc: [i16; 16] = std::array::from_fn(|g| blk[192 + g] as i8 as i16);
+                let mut scales = [_mm256_setzero_si256(); 8];
+                for j in 0..8 {
+                    scales[j] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+                }
+                let d = read_f16(blk, 208);
+                for r in 0..R {
+                    let a = &ys[r][b];
+                    let mut sum = _mm256_setzero_si256();
+                    for j in 0..8 {
+                        let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
+                        let pairs = _mm256_maddubs_epi16(q[j], y);
+                        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scales[j]));
+                    }
+                    let mut offset = 0i32;
+                    for g in 0..16 {
+                        offset += sc[g] as i32 * a.bsums[g] as i32;
+                    }
+                    let sumi = hsum_i32(sum) - 32 * offset;
+                    acc[r] = (d * a.d).mul_add(sumi as f32, acc[r]);
+                }
+            }
+        }
+    }
+    let mut out = [0f32; R];
+    for r in 0..R {
+        out[r] = acc[r] - acc_min[r];
+    }
+    out
+}
