@@ -131,12 +131,31 @@ fn check(arch: &str, dtype: GgmlDType, tied: bool, expected_quant: &str) {
     };
     let out = engine.generate_text(&request).unwrap();
     assert_eq!(out.sequences[0].tokens, out.sequences[1].tokens, "greedy sequences of one batch agree");
-    // Driving the forward directly: more positions than the cache holds is an error.
+    // Driving the forward directly: a cache too small for the positions grows, keeping what it
+    // held (the logits equal those of a cache large enough from the start).
     let model = engine.transformer();
-    let mut cache = model.new_cache(1, 2).unwrap();
-    let err =
-        model.forward(&tokens[..3], &mut cache, repairbench::model::transformer::Logits::Last).unwrap_err();
-    assert!(matches!(err, repairbench::model::ModelError::CacheFull { needed: 3, capacity: 2 }), "{err}");
+    let last = repairbench::model::transformer::Logits::Last;
+    let mut small = model.new_cache(2);
+    model.forward(&tokens[..2], &mut small, last).unwrap();
+    let grown = model
+        .forward(&tokens[2..5], &mut small, last)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    assert!(small.capacity() >= 5 && small.len() == 5);
+    let mut large = model.new_cache(8);
+    model.forward(&tokens[..2], &mut large, last).unwrap();
+    let direct = model
+        .forward(&tokens[2..5], &mut large, last)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    assert_eq!(grown, direct);
+    let mut cache = model.new_cache(2);
     assert!(model.forward(&[], &mut cache, repairbench::model::transformer::Logits::Last).is_err());
     // The prompt fills the context: a clear error, not a panic.
     let long = GenerateRequest { prompt: Prompt::Text("ab".repeat(80)), ..request };

@@ -122,6 +122,9 @@ pub struct ModelArgs {
     /// openai: requests in flight at once.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
+    /// Local model: sequences decoded together (continuous batching; outputs do not depend on it).
+    #[arg(long, default_value_t = repairbench::model::batch::DEFAULT_BATCH)]
+    pub decode_batch: usize,
     /// openai: deadline of one request, in seconds.
     #[arg(long, default_value = "600", value_parser = repairbench::deadline::parse_timeout)]
     pub request_timeout: std::time::Duration,
@@ -141,6 +144,7 @@ impl ModelArgs {
                 concurrency: self.concurrency.max(1),
                 timeout: self.request_timeout,
             },
+            batch: self.decode_batch.max(1),
         }
     }
 }

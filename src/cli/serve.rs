@@ -14,6 +14,9 @@ pub struct ServeArgs {
     /// 0 picks a free port; the address is printed on the first line of stdout.
     #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// Sequences decoded together: concurrent requests share one continuous batch.
+    #[arg(long, default_value_t = repairbench::model::batch::DEFAULT_BATCH)]
+    decode_batch: usize,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
@@ -21,7 +24,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let engine = Engine::load(source)?;
     let runtime = tokio::runtime::Runtime::new()?;
     let addr = format!("{}:{}", args.host, args.port);
-    runtime.block_on(repairbench::serve::serve(engine, &addr, |local| {
+    runtime.block_on(repairbench::serve::serve(engine, args.decode_batch.max(1), &addr, |local| {
         use std::io::Write;
         println!("listening on http://{local}/v1");
         let _ = std::io::stdout().flush();

@@ -5,16 +5,17 @@ use std::time::Instant;
 
 use candle_core::Tensor;
 
+use super::batch::{BatchEvent, SequenceState};
 use super::chat::ChatTemplate;
 use super::error::{ModelError, Result};
 use super::gguf::GgufFile;
-use super::sampling::{argmax, Sampler};
+use super::sampling::argmax;
 use super::source;
 use super::tokenizer::TextTokenizer;
-use super::transformer::{KvCache, Logits, Transformer};
+use super::transformer::{Logits, Transformer};
 use super::{
-    ChatMessage, FinishReason, GenerateOutput, GenerateRequest, Generation, LanguageModel, ModelInfo, Prompt,
-    Sampling, ScoreOutput, ScoreRequest, TokenLogprob,
+    ChatMessage, FinishReason, GenerateOutput, GenerateRequest, LanguageModel, ModelInfo, Prompt,
+    ScoreOutput, ScoreRequest, TokenLogprob,
 };
 
 /// Log-probability of the token at one position, given all tokens before it.
@@ -36,6 +37,8 @@ pub struct Engine {
     model: Transformer,
     tokenizer: TextTokenizer,
     chat: Option<ChatTemplate>,
+    /// Sequences [`LanguageModel::generate_many`] decodes together.
+    max_batch: usize,
 }
 
 /// `log_softmax(row)[id]` in float64.
@@ -46,7 +49,7 @@ fn log_softmax_at(row: &[f32], id: u32) -> f64 {
 }
 
 /// Rows of a `[1, t, vocab]` logits tensor.
-fn logit_rows(logits: &Tensor) -> Result<Vec<Vec<f32>>> {
+pub(super) fn logit_rows(logits: &Tensor) -> Result<Vec<Vec<f32>>> {
     Ok(logits.squeeze(0)?.to_vec2::<f32>()?)
 }
 
@@ -104,7 +107,12 @@ impl Engine {
             served: None,
         };
         tracing::info!(path = %path.display(), secs = started.elapsed().as_secs_f64(), "model loaded");
-        Ok(Self { info, model, tokenizer, chat })
+        Ok(Self { info, model, tokenizer, chat, max_batch: super::batch::DEFAULT_BATCH })
+    }
+
+    /// Sets how many sequences [`LanguageModel::generate_many`] decodes together.
+    pub fn set_max_batch(&mut self, max_batch: usize) {
+        self.max_batch = max_batch.max(1);
     }
 
     pub fn tokenizer(&self) -> &TextTokenizer {
@@ -142,7 +150,7 @@ impl Engine {
         }
         self.check_ids(tokens)?;
         self.check_length("the token sequence", tokens.len())?;
-        let mut cache = self.model.new_cache(1, tokens.len())?;
+        let mut cache = self.model.new_cache(tokens.len());
         let mut out = Vec::with_capacity(tokens.len() - 1);
         let inputs = &tokens[..tokens.len() - 1];
         for piece in inputs.chunks(chunk.max(1)) {
@@ -169,7 +177,7 @@ impl Engine {
         }
         self.check_ids(tokens)?;
         self.check_length("the token sequence", tokens.len())?;
-        let mut cache = self.model.new_cache(1, tokens.len())?;
+        let mut cache = self.model.new_cache(tokens.len());
         logit_rows(&self.model.forward(tokens, &mut cache, Logits::All)?)
     }
 
@@ -208,93 +216,21 @@ impl Engine {
         request: &GenerateRequest,
         on_text: &mut dyn FnMut(usize, &str),
     ) -> Result<GenerateOutput> {
-        let (prompt_text, prompt) = self.prompt_tokens(&request.prompt)?;
-        let max_ctx = self.model.config.context_length;
-        if prompt.len() >= max_ctx {
-            return Err(ModelError::ContextTooLong {
-                what: "the prompt".into(),
-                tokens: prompt.len(),
-                max: max_ctx - 1,
-            });
-        }
-        let max_new = request.max_tokens.min(max_ctx - prompt.len());
-        let n = request.n.max(1);
-        let capacity = prompt.len() + max_new;
-
-        let prefill_start = Instant::now();
-        let mut cache = self.model.new_cache(1, capacity)?;
-        let first_logits = logit_rows(&self.model.forward(&prompt, &mut cache, Logits::Last)?)?.remove(0);
-        let prefill_secs = prefill_start.elapsed().as_secs_f64();
-
-        let mut seqs: Vec<SequenceState> = (0..n)
-            .map(|i| SequenceState {
-                sampler: Sampler::new(Sampling {
-                    seed: request.sampling.seed.wrapping_add(i as u64),
-                    ..request.sampling
-                }),
-                tokens: Vec::new(),
-                text: String::new(),
-                finish: None,
-            })
-            .collect();
-        let decode_start = Instant::now();
-        let mut decoded_tokens = 0usize;
-        if max_new == 0 {
-            for s in &mut seqs {
-                s.finish = Some(FinishReason::Length);
-            }
-        } else {
-            for (i, s) in seqs.iter_mut().enumerate() {
-                let token = s.sampler.sample(&first_logits);
-                self.push_token(s, token, request, max_new)?;
-                on_text(i, &s.text);
-            }
-            // The n sequences share the prompt's cache: copied once into n rows, then decoded
-            // as one batch.
-            let mut cache: KvCache = if n > 1 { cache.replicate(n) } else { cache };
-            while seqs.iter().any(|s| s.finish.is_none()) {
-                let step: Vec<u32> =
-                    seqs.iter().map(|s| *s.tokens.last().expect("one token sampled")).collect();
-                let logits =
-                    self.model.forward(&step, &mut cache, Logits::Last)?.squeeze(1)?.to_vec2::<f32>()?;
-                decoded_tokens += n;
-                for (i, (s, row)) in seqs.iter_mut().zip(&logits).enumerate() {
-                    if s.finish.is_none() {
-                        let token = s.sampler.sample(row);
-                        self.push_token(s, token, request, max_new)?;
-                        on_text(i, &s.text);
-                    }
-                }
-            }
-        }
-        let decode_secs = decode_start.elapsed().as_secs_f64();
-        let sequences = seqs
-            .into_iter()
-            .map(|s| Generation {
-                text: s.text,
-                tokens: s.tokens,
-                finish: s.finish.unwrap_or(FinishReason::Length),
-            })
-            .collect();
-        Ok(GenerateOutput {
-            prompt_text,
-            prompt_tokens: prompt.len(),
-            sequences,
-            prefill_tok_s: prompt.len() as f64 / prefill_secs.max(1e-9),
-            decode_tok_s: if decoded_tokens == 0 {
-                0.0
-            } else {
-                decoded_tokens as f64 / decode_secs.max(1e-9)
-            },
-        })
+        let mut result = None;
+        let mut source = std::iter::once((0, request.clone()));
+        self.generate_continuous(request.n, &mut source, &mut |event| match event {
+            BatchEvent::Text { seq, text, .. } => on_text(seq, text),
+            BatchEvent::Done { result: r, .. } => result = Some(r),
+        });
+        result.expect("the job reports once")
     }
 
     /// Records a sampled token and decides whether the sequence ends.
-    fn push_token(
+    pub(super) fn push_token(
         &self,
         s: &mut SequenceState,
         token: u32,
-        request: &GenerateRequest,
+        stop: &[String],
         max_new: usize,
     ) -> Result<()> {
         if self.tokenizer.stop_ids.contains(&token) {
@@ -304,8 +240,7 @@ impl Engine {
         }
         s.tokens.push(token);
         s.text = self.tokenizer.decode(&s.tokens)?;
-        if let Some(cut) =
-            request.stop.iter().filter(|x| !x.is_empty()).filter_map(|x| s.text.find(x.as_str())).min()
+        if let Some(cut) = stop.iter().filter(|x| !x.is_empty()).filter_map(|x| s.text.find(x.as_str())).min()
         {
             s.text.truncate(cut);
             s.finish = Some(FinishReason::Stop);
@@ -347,7 +282,7 @@ impl Engine {
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by(|&a, &b| items[a].tokens.cmp(&items[b].tokens));
         let capacity = items.iter().map(|i| i.tokens.len()).max().unwrap_or(1);
-        let mut cache = self.model.new_cache(1, capacity)?;
+        let mut cache = self.model.new_cache(capacity);
         let mut cached: Vec<u32> = Vec::new();
         let mut results: Vec<Option<ScoreOutput>> = vec![None; items.len()];
         for idx in order {
@@ -379,13 +314,6 @@ impl Engine {
     }
 }
 
-struct SequenceState {
-    sampler: Sampler,
-    tokens: Vec<u32>,
-    text: String,
-    finish: Option<FinishReason>,
-}
-
 impl LanguageModel for Engine {
     fn info(&self) -> &ModelInfo {
         &self.info
@@ -393,6 +321,10 @@ impl LanguageModel for Engine {
 
     fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput> {
         Ok(self.generate_text(request)?)
+    }
+
+    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<anyhow::Result<GenerateOutput>> {
+        self.generate_batched(requests, self.max_batch).into_iter().map(|r| Ok(r?)).collect()
     }
 
     fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>> {

@@ -52,10 +52,11 @@ pub enum ModelError {
         #[source]
         source: minijinja::Error,
     },
-    #[error("the KV cache holds {capacity} positions, {needed} are needed")]
-    CacheFull { needed: usize, capacity: usize },
-    #[error("{tokens} tokens do not split into {batch} equal non-empty rows")]
-    Batch { tokens: usize, batch: usize },
+    #[error("a batch of {rows} rows for {sequences} sequences is empty or names a sequence it lacks")]
+    Batch { rows: usize, sequences: usize },
+    /// A batched decode step failed; every job in it fails with the step's message.
+    #[error("a batched decode step failed: {0}")]
+    Step(String),
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("cannot obtain the model file")]

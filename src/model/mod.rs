@@ -4,6 +4,7 @@
 //! [`LanguageModel`] trait, so an OpenAI-compatible backend can be added beside the local
 //! candle engine without touching its callers.
 
+pub mod batch;
 pub mod chat;
 pub mod engine;
 pub mod error;
@@ -140,6 +141,12 @@ pub struct ModelInfo {
 pub trait LanguageModel: Send {
     fn info(&self) -> &ModelInfo;
     fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput>;
+    /// Generates for several requests, outputs in request order. A backend may run them
+    /// together (batched decoding, concurrent HTTP requests); each output is what
+    /// [`LanguageModel::generate`] gives for that request alone.
+    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<anyhow::Result<GenerateOutput>> {
+        requests.iter().map(|r| self.generate(r)).collect()
+    }
     /// Scores each request; requests sharing a context prefix reuse its KV cache.
     fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>>;
     /// Renders chat messages through the model's template (with the generation prompt).

@@ -30,6 +30,13 @@ enum Projections {
 }
 
 impl Projections {
+    fn linears(&self) -> Vec<&QLinear> {
+        match self {
+            Self::Fused { linear, .. } => vec![linear],
+            Self::Separate(linears) => linears.iter().collect(),
+        }
+    }
+
     fn load(file: &mut GgufFile, names: &[String], widths: &[usize], inp: usize) -> Result<Self> {
         let weights: Vec<Arc<QTensor>> =
             names.iter().zip(widths).map(|(n, &w)| file.tensor(n, &[w, inp])).collect::<Result<_>>()?;
@@ -96,18 +103,24 @@ pub enum Logits {
     All,
 }
 
-/// Keys and values of past positions for `batch` sequences that advance in lockstep.
+/// Keys and values of one layer for one sequence: `[n_head_kv, capacity, head_dim]`, row-major.
+#[derive(Clone)]
+struct LayerKv {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+}
+
+/// Keys and values of one sequence's past positions.
 ///
-/// Buffers are allocated once with room for `capacity` positions; each forward writes its new
-/// positions in place, so no step copies the cache. [`KvCache::truncate`] rewinds it (to reuse a
-/// shared prefix) without touching memory.
+/// Buffers have room for `capacity` positions and each forward writes its new positions in
+/// place, so no step copies the cache; a forward that needs more room doubles it (one copy per
+/// doubling). [`KvCache::truncate`] rewinds it (to reuse a
+/// shared prefix) without touching memory, and a clone starts another sequence from the same
+/// prefix (sampling several continuations of one prompt).
 #[derive(Clone)]
 pub struct KvCache {
-    /// Per layer: `[batch, n_head_kv, capacity, head_dim]`, row-major.
-    keys: Vec<Vec<f32>>,
-    values: Vec<Vec<f32>>,
+    layers: Vec<LayerKv>,
     len: usize,
-    batch: usize,
     capacity: usize,
     n_kv: usize,
     head_dim: usize,
@@ -126,8 +139,9 @@ impl KvCache {
         self.capacity
     }
 
-    pub fn batch(&self) -> usize {
-        self.batch
+    /// Bytes held by the key and value buffers.
+    pub fn bytes(&self) -> usize {
+        self.layers.len() * 2 * self.n_kv * self.capacity * self.head_dim * std::mem::size_of::<f32>()
     }
 
     /// Forgets positions from `len` on; they are overwritten by the next forward.
@@ -135,31 +149,47 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
-    /// A cache of `batch` sequences, each starting with this (single-sequence) cache's contents.
-    pub fn replicate(&self, batch: usize) -> KvCache {
-        let per_seq = self.n_kv * self.capacity * self.head_dim;
-        let spread = |layers: &Vec<Vec<f32>>| -> Vec<Vec<f32>> {
-            layers.iter().map(|l| l[..per_seq].repeat(batch)).collect()
-        };
-        KvCache { keys: spread(&self.keys), values: spread(&self.values), batch, ..*self }
+    /// Makes room for `positions` positions, at least doubling the capacity when it grows.
+    fn reserve(&mut self, positions: usize) {
+        if positions <= self.capacity {
+            return;
+        }
+        let (old, hd) = (self.capacity, self.head_dim);
+        let new = positions.max(old * 2);
+        for kv in &mut self.layers {
+            for buf in [&mut kv.keys, &mut kv.values] {
+                let mut grown = vec![0f32; self.n_kv * new * hd];
+                for h in 0..self.n_kv {
+                    let kept = self.len * hd;
+                    grown[h * new * hd..][..kept].copy_from_slice(&buf[h * old * hd..][..kept]);
+                }
+                *buf = grown;
+            }
+        }
+        self.capacity = new;
     }
 
-    /// Writes one layer's new keys and values (`[batch, t, n_kv * head_dim]`, row-major) at
-    /// positions `start..start+t`.
-    fn write(&mut self, layer: usize, keys: &[f32], values: &[f32], t: usize, start: usize) {
-        let (batch, n_kv, cap, hd) = (self.batch, self.n_kv, self.capacity, self.head_dim);
-        for (buf, rows) in [(&mut self.keys[layer], keys), (&mut self.values[layer], values)] {
-            for b in 0..batch {
-                for i in 0..t {
-                    for h in 0..n_kv {
-                        let src = &rows[((b * t + i) * n_kv + h) * hd..][..hd];
-                        let dst = ((b * n_kv + h) * cap + start + i) * hd;
-                        buf[dst..dst + hd].copy_from_slice(src);
-                    }
-                }
+    /// Writes one layer's keys and values of one position (`[n_kv * head_dim]` each).
+    fn write(&mut self, layer: usize, key: &[f32], value: &[f32], pos: usize) {
+        let (cap, hd) = (self.capacity, self.head_dim);
+        let kv = &mut self.layers[layer];
+        for (buf, row) in [(&mut kv.keys, key), (&mut kv.values, value)] {
+            for (h, src) in row.chunks_exact(hd).enumerate() {
+                let dst = (h * cap + pos) * hd;
+                buf[dst..dst + hd].copy_from_slice(src);
             }
         }
     }
+}
+
+/// One token of a [`Transformer::forward_batch`] call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchRow {
+    /// Index of the row's sequence in the caches passed along.
+    pub seq: usize,
+    pub token: u32,
+    /// Whether the logits after this token are returned.
+    pub logits: bool,
 }
 
 /// `a · b` summed in a fixed order (eight lanes, then the lanes in order), so the result depends
@@ -190,13 +220,12 @@ struct RopeTables {
 }
 
 impl RopeTables {
-    /// Rotates `rows` (`[batch, t, heads * head_dim]`, row-major) in place; row `i` of each
-    /// sequence is at the table's position `i`.
-    fn apply(&self, rows: &mut [f32], t: usize, heads: usize) {
+    /// Rotates `rows` (`[n, heads * head_dim]`, row-major) in place; row `i` is at the table's
+    /// `i`-th position.
+    fn apply(&self, rows: &mut [f32], heads: usize) {
         let half = self.half;
         let hd = 2 * half;
-        for (r, token) in rows.chunks_exact_mut(heads * hd).enumerate() {
-            let i = r % t;
+        for (i, token) in rows.chunks_exact_mut(heads * hd).enumerate() {
             let (cos, sin) = (&self.cos[i * half..][..half], &self.sin[i * half..][..half]);
             for head in token.chunks_exact_mut(hd) {
                 match self.style {
@@ -221,39 +250,44 @@ impl RopeTables {
     }
 }
 
-/// Shapes for [`attend`].
+/// Head layout for [`attend`].
 #[derive(Clone, Copy)]
-struct AttnShape {
-    batch: usize,
-    t: usize,
-    start: usize,
+struct Heads {
     n_head: usize,
     n_kv: usize,
     hd: usize,
-    cap: usize,
 }
 
-/// Causal grouped-query attention. `q`: `[batch, t, n_head * hd]` (row-major, after RoPE);
-/// `keys`/`values`: one layer's cache buffers holding positions `0..start+t`. Query head `h`
-/// reads K/V head `h / (n_head / n_kv)`. Returns `[batch, t, n_head * hd]`.
-fn attend(q: &[f32], keys: &[f32], values: &[f32], s: AttnShape) -> Vec<f32> {
+/// One query row of [`attend`]: the sequence's key/value buffers (`[n_kv, cap, hd]`) and the
+/// row's position, which sees positions `0..=pos`.
+#[derive(Clone, Copy)]
+struct QueryRow<'a> {
+    keys: &'a [f32],
+    values: &'a [f32],
+    cap: usize,
+    pos: usize,
+}
+
+/// Causal grouped-query attention. `q`: `[rows, n_head * hd]` (row-major, after RoPE). Query
+/// head `h` reads K/V head `h / (n_head / n_kv)`. Returns `[rows, n_head * hd]`. Each output
+/// depends only on its own query row and its sequence's cached positions.
+fn attend(q: &[f32], rows: &[QueryRow<'_>], heads: Heads) -> Vec<f32> {
     use rayon::prelude::*;
-    let AttnShape { batch, t, start, n_head, n_kv, hd, cap } = s;
+    let Heads { n_head, n_kv, hd } = heads;
     let group = n_head / n_kv;
     let scale = 1.0 / (hd as f32).sqrt();
-    let mut out = vec![0f32; batch * t * n_head * hd];
-    let row = |(index, out_row): (usize, &mut [f32])| {
+    let mut out = vec![0f32; rows.len() * n_head * hd];
+    let head_row = |(index, out_row): (usize, &mut [f32])| {
         let h = index % n_head;
-        let i = (index / n_head) % t;
-        let b = index / (n_head * t);
+        let r = &rows[index / n_head];
         let kv = h / group;
         let q_row = &q[index * hd..][..hd];
-        let base = (b * n_kv + kv) * cap * hd;
-        let visible = start + i + 1;
+        let base = kv * r.cap * hd;
+        let visible = r.pos + 1;
         let mut scores = Vec::with_capacity(visible);
         let mut max = f32::NEG_INFINITY;
         for j in 0..visible {
-            let score = dot(q_row, &keys[base + j * hd..][..hd]) * scale;
+            let score = dot(q_row, &r.keys[base + j * hd..][..hd]) * scale;
             max = max.max(score);
             scores.push(score);
         }
@@ -263,7 +297,7 @@ fn attend(q: &[f32], keys: &[f32], values: &[f32], s: AttnShape) -> Vec<f32> {
             total += *sc;
         }
         for (j, p) in scores.iter().enumerate() {
-            let v_row = &values[base + j * hd..][..hd];
+            let v_row = &r.values[base + j * hd..][..hd];
             for (o, v) in out_row.iter_mut().zip(v_row) {
                 *o += p * v;
             }
@@ -273,11 +307,12 @@ fn attend(q: &[f32], keys: &[f32], values: &[f32], s: AttnShape) -> Vec<f32> {
             *o *= inv;
         }
     };
-    // Work per call ~ rows × visible positions; small calls are not worth a thread hand-off.
-    if batch * t * n_head * (start + t) * hd < 1 << 16 {
-        out.chunks_mut(hd).enumerate().for_each(row);
+    // Work per call ~ head rows × visible positions; small calls are not worth a thread hand-off.
+    let work: usize = rows.iter().map(|r| r.pos + 1).sum::<usize>() * n_head * hd;
+    if work < 1 << 16 {
+        out.chunks_mut(hd).enumerate().for_each(head_row);
     } else {
-        out.par_chunks_mut(hd).enumerate().for_each(row);
+        out.par_chunks_mut(hd).enumerate().for_each(head_row);
     }
     out
 }
@@ -359,28 +394,36 @@ impl Transformer {
         Ok(Self { config: cfg, embedding, blocks, output_norm, output, rope_freq_factors })
     }
 
-    /// An empty cache for `batch` sequences of up to `capacity` positions.
-    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+    /// Whether every weight matmul runs our own kernels (none falls back to candle's).
+    pub fn uses_own_kernels_only(&self) -> bool {
+        self.blocks.iter().all(|b| {
+            let mut linears = b.attn.qkv.linears();
+            linears.extend(b.mlp.gate_up.linears());
+            linears.extend([&b.attn.o, &b.mlp.down]);
+            linears.iter().all(|l| l.uses_own_kernels())
+        }) && self.output.uses_own_kernels()
+    }
+
+    /// An empty cache for one sequence with room for `capacity` positions (it grows if needed).
+    pub fn new_cache(&self, capacity: usize) -> KvCache {
         let c = &self.config;
-        let size = batch * c.n_head_kv * capacity * c.head_dim;
-        Ok(KvCache {
-            keys: vec![vec![0f32; size]; c.n_layer],
-            values: vec![vec![0f32; size]; c.n_layer],
+        let size = c.n_head_kv * capacity * c.head_dim;
+        KvCache {
+            layers: vec![LayerKv { keys: vec![0f32; size], values: vec![0f32; size] }; c.n_layer],
             len: 0,
-            batch,
             capacity,
             n_kv: c.n_head_kv,
             head_dim: c.head_dim,
-        })
+        }
     }
 
-    /// cos/sin tables `[t][head_dim/2]` for positions `start..start+t`.
-    fn rope_tables(&self, start: usize, t: usize) -> RopeTables {
+    /// cos/sin tables `[positions.len()][head_dim/2]`.
+    fn rope_tables(&self, positions: &[usize]) -> RopeTables {
         let c = &self.config;
         let half = c.head_dim / 2;
-        let mut cos = Vec::with_capacity(t * half);
-        let mut sin = Vec::with_capacity(t * half);
-        for pos in start..start + t {
+        let mut cos = Vec::with_capacity(positions.len() * half);
+        let mut sin = Vec::with_capacity(positions.len() * half);
+        for &pos in positions {
             let p = pos as f64 / c.rope_linear_scale;
             for i in 0..half {
                 let factor = self.rope_freq_factors.as_ref().map_or(1.0, |f| f[i] as f64);
@@ -392,30 +435,54 @@ impl Transformer {
         RopeTables { cos, sin, half, style: c.rope_style }
     }
 
-    /// Runs `tokens` (`batch` rows of equal length, row-major) after the cache's positions and
-    /// appends them to the cache. Returns logits `[batch, t_out, vocab]` where `t_out` is 1 for
-    /// [`Logits::Last`] and the row length for [`Logits::All`].
+    /// Runs `tokens` after the cache's positions and appends them to the cache. Returns logits
+    /// `[1, t_out, vocab]` where `t_out` is 1 for [`Logits::Last`] and `tokens.len()` for
+    /// [`Logits::All`].
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, which: Logits) -> Result<Tensor> {
+        let last = tokens.len().saturating_sub(1);
+        let rows: Vec<BatchRow> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &token)| BatchRow { seq: 0, token, logits: which == Logits::All || i == last })
+            .collect();
+        let logits = self.forward_batch(&rows, std::slice::from_mut(cache))?;
+        Ok(logits.unsqueeze(0)?)
+    }
+
+    /// One forward over tokens of several sequences at once (continuous batching: one step may
+    /// decode some sequences and prefill others). The rows of one sequence follow its cached
+    /// positions in order. Every row's result depends only on its own sequence (the matmuls,
+    /// norms and attention are row-invariant), so how sequences are batched never changes
+    /// their logits. Returns `[rows with logits, vocab]`, in row order.
+    pub fn forward_batch(&self, rows: &[BatchRow], caches: &mut [KvCache]) -> Result<Tensor> {
         fn round_to_f16(xs: &mut [f32]) {
             xs.iter_mut().for_each(|x| *x = half::f16::from_f32(*x).to_f32());
         }
         let c = &self.config;
-        let batch = cache.batch;
-        if tokens.is_empty() || !tokens.len().is_multiple_of(batch) {
-            return Err(ModelError::Batch { tokens: tokens.len(), batch });
+        if rows.is_empty() {
+            return Err(ModelError::Batch { rows: 0, sequences: caches.len() });
         }
-        let t = tokens.len() / batch;
-        let start = cache.len;
-        if start + t > cache.capacity {
-            return Err(ModelError::CacheFull { needed: start + t, capacity: cache.capacity });
+        // Each row's position: its sequence's length plus the earlier rows of that sequence.
+        let mut next: Vec<usize> = caches.iter().map(|k| k.len).collect();
+        let mut positions = Vec::with_capacity(rows.len());
+        for r in rows {
+            let Some(pos) = next.get_mut(r.seq) else {
+                return Err(ModelError::Batch { rows: rows.len(), sequences: caches.len() });
+            };
+            positions.push(*pos);
+            *pos += 1;
         }
-        let hd = c.head_dim;
+        for (cache, &needed) in caches.iter_mut().zip(&next) {
+            cache.reserve(needed);
+        }
+        let (hd, n) = (c.head_dim, rows.len());
+        let heads = Heads { n_head: c.n_head, n_kv: c.n_head_kv, hd };
+        let kv_width = c.n_head_kv * hd;
 
-        let ids = Tensor::from_slice(tokens, (batch, t), &Device::Cpu)?;
-        let mut x = self.embedding.embedding(&ids)?; // [b, t, d]
-        let rope = self.rope_tables(start, t);
-        // Causal mask for the new rows (one per (query head in group, position)) against all
-        // cached positions; rebuilt per call, shared by the layers.
+        let ids: Vec<u32> = rows.iter().map(|r| r.token).collect();
+        let ids = Tensor::from_vec(ids, n, &Device::Cpu)?;
+        let mut x = self.embedding.embedding(&ids)?; // [n, d]
+        let rope = self.rope_tables(&positions);
 
         for (layer, block) in self.blocks.iter().enumerate() {
             let residual = &x;
@@ -431,21 +498,31 @@ impl Transformer {
                 k = k.broadcast_add(bk)?;
                 v = v.broadcast_add(bv)?;
             }
-            // RoPE, the cache and attention all work on [b, t, heads * hd] rows in place.
+            // RoPE, the cache and attention all work on [n, heads * hd] rows in place.
             let mut q = q.flatten_all()?.to_vec1::<f32>()?;
             let mut k = k.flatten_all()?.to_vec1::<f32>()?;
             let mut v = v.flatten_all()?.to_vec1::<f32>()?;
-            rope.apply(&mut q, t, c.n_head);
-            rope.apply(&mut k, t, c.n_head_kv);
+            rope.apply(&mut q, c.n_head);
+            rope.apply(&mut k, c.n_head_kv);
             // llama.cpp keeps K and V in f16 by default; rounding them the same way halves our
             // log-prob distance to it (tests/fidelity.rs: 0.051 -> 0.045 nats on HumanEval).
             round_to_f16(&mut k);
             round_to_f16(&mut v);
-            cache.write(layer, &k, &v, t, start);
-            let shape =
-                AttnShape { batch, t, start, n_head: c.n_head, n_kv: c.n_head_kv, hd, cap: cache.capacity };
-            let out = attend(&q, &cache.keys[layer], &cache.values[layer], shape);
-            let out = Tensor::from_vec(out, (batch, t, c.n_head * hd), &Device::Cpu)?;
+            for (i, (r, &pos)) in rows.iter().zip(&positions).enumerate() {
+                let (key, value) = (&k[i * kv_width..][..kv_width], &v[i * kv_width..][..kv_width]);
+                caches[r.seq].write(layer, key, value, pos);
+            }
+            let query_rows: Vec<QueryRow<'_>> = rows
+                .iter()
+                .zip(&positions)
+                .map(|(r, &pos)| {
+                    let cache = &caches[r.seq];
+                    let kv = &cache.layers[layer];
+                    QueryRow { keys: &kv.keys, values: &kv.values, cap: cache.capacity, pos }
+                })
+                .collect();
+            let out = attend(&q, &query_rows, heads);
+            let out = Tensor::from_vec(out, (n, c.n_head * hd), &Device::Cpu)?;
             let attn_out = a.o.forward(&out)?;
             x = (residual + attn_out)?;
 
@@ -456,10 +533,17 @@ impl Transformer {
             let mlp_out = m.down.forward(&gated)?;
             x = (x + mlp_out)?;
         }
-        cache.len = start + t;
-        let x = match which {
-            Logits::Last => x.narrow(1, t - 1, 1)?.contiguous()?,
-            Logits::All => x,
+        for (cache, len) in caches.iter_mut().zip(next) {
+            cache.len = len;
+        }
+        let wanted: Vec<u32> =
+            rows.iter().enumerate().filter(|(_, r)| r.logits).map(|(i, _)| i as u32).collect();
+        let x = if wanted.len() == n {
+            x
+        } else if wanted.is_empty() {
+            return Ok(Tensor::zeros((0, c.vocab_size), candle_core::DType::F32, &Device::Cpu)?);
+        } else {
+            x.index_select(&Tensor::from_vec(wanted.clone(), wanted.len(), &Device::Cpu)?, 0)?
         };
         let x = candle_nn::ops::rms_norm(&x, &self.output_norm, c.rms_eps as f32)?;
         Ok(self.output.forward(&x)?)
@@ -477,28 +561,29 @@ mod tests {
     }
 
     /// The definition of attention in float64 loops, the reference for [`attend`].
-    /// `q`: `[t, heads, hd]`, `k`/`v`: `[n_kv, cap, hd]`.
-    fn reference(q: &[f32], k: &[f32], v: &[f32], s: AttnShape) -> Vec<f32> {
-        let group = s.n_head / s.n_kv;
-        let mut out = vec![0f32; s.t * s.n_head * s.hd];
-        for h in 0..s.n_head {
+    /// `q`: `[t, heads, hd]` at positions `start..start+t`, `k`/`v`: `[n_kv, cap, hd]`.
+    fn reference(q: &[f32], k: &[f32], v: &[f32], heads: Heads, start: usize, cap: usize) -> Vec<f32> {
+        let Heads { n_head, n_kv, hd } = heads;
+        let t = q.len() / (n_head * hd);
+        let group = n_head / n_kv;
+        let mut out = vec![0f32; t * n_head * hd];
+        for h in 0..n_head {
             let kv = h / group;
-            for i in 0..s.t {
-                let q_row = &q[(i * s.n_head + h) * s.hd..][..s.hd];
-                let scores: Vec<f64> = (0..=s.start + i)
+            for i in 0..t {
+                let q_row = &q[(i * n_head + h) * hd..][..hd];
+                let scores: Vec<f64> = (0..=start + i)
                     .map(|j| {
-                        let k_row = &k[(kv * s.cap + j) * s.hd..][..s.hd];
+                        let k_row = &k[(kv * cap + j) * hd..][..hd];
                         q_row.iter().zip(k_row).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()
-                            / (s.hd as f64).sqrt()
+                            / (hd as f64).sqrt()
                     })
                     .collect();
                 let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let z: f64 = scores.iter().map(|x| (x - max).exp()).sum();
                 for (j, x) in scores.iter().enumerate() {
                     let p = (x - max).exp() / z;
-                    for d in 0..s.hd {
-                        out[(i * s.n_head + h) * s.hd + d] +=
-                            (p * v[(kv * s.cap + j) * s.hd + d] as f64) as f32;
+                    for d in 0..hd {
+                        out[(i * n_head + h) * hd + d] += (p * v[(kv * cap + j) * hd + d] as f64) as f32;
                     }
                 }
             }
@@ -507,21 +592,30 @@ mod tests {
     }
 
     #[test]
-    fn grouped_attention_matches_the_definition_and_ignores_chunking() {
-        let shape = AttnShape { batch: 1, t: 7, start: 3, n_head: 9, n_kv: 3, hd: 64, cap: 12 };
-        let q = fill(shape.t * shape.n_head * shape.hd, 1);
-        let k = fill(shape.n_kv * shape.cap * shape.hd, 2);
-        let v = fill(shape.n_kv * shape.cap * shape.hd, 3);
-        let got = attend(&q, &k, &v, shape);
-        let want = reference(&q, &k, &v, shape);
+    fn grouped_attention_matches_the_definition_and_ignores_batching() {
+        let (t, start, cap) = (7, 3, 12);
+        let heads = Heads { n_head: 9, n_kv: 3, hd: 64 };
+        let q = fill(t * heads.n_head * heads.hd, 1);
+        let k = fill(heads.n_kv * cap * heads.hd, 2);
+        let v = fill(heads.n_kv * cap * heads.hd, 3);
+        let rows: Vec<QueryRow<'_>> =
+            (0..t).map(|i| QueryRow { keys: &k, values: &v, cap, pos: start + i }).collect();
+        let got = attend(&q, &rows, heads);
+        let want = reference(&q, &k, &v, heads, start, cap);
         let max_diff = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(max_diff < 1e-5, "max diff {max_diff}");
-        // Row by row (as token-by-token decoding runs it) gives the very same bits.
-        let row_len = shape.n_head * shape.hd;
-        for i in 0..shape.t {
-            let one = AttnShape { t: 1, start: shape.start + i, ..shape };
-            let single = attend(&q[i * row_len..][..row_len], &k, &v, one);
+        // Row by row (as token-by-token decoding runs it) gives the very same bits, and so does
+        // a row batched with rows of another sequence.
+        let (k2, v2) = (fill(heads.n_kv * 5 * heads.hd, 4), fill(heads.n_kv * 5 * heads.hd, 5));
+        let other = QueryRow { keys: &k2, values: &v2, cap: 5, pos: 4 };
+        let row_len = heads.n_head * heads.hd;
+        for (i, row) in rows.iter().enumerate() {
+            let single = attend(&q[i * row_len..][..row_len], &[*row], heads);
             assert_eq!(single, got[i * row_len..][..row_len]);
+            let mut mixed_q = fill(row_len, 6);
+            mixed_q.extend_from_slice(&q[i * row_len..][..row_len]);
+            let mixed = attend(&mixed_q, &[other, *row], heads);
+            assert_eq!(mixed[row_len..], got[i * row_len..][..row_len]);
         }
     }
 
@@ -546,7 +640,7 @@ mod tests {
             let tables = tables_for(style);
             let rows = fill(t * heads * hd, 9);
             let mut ours = rows.clone();
-            tables.apply(&mut ours, t, heads);
+            tables.apply(&mut ours, heads);
             let x = Tensor::from_vec(rows, (1, t, heads, hd), &Device::Cpu)
                 .unwrap()
                 .transpose(1, 2)
@@ -567,25 +661,23 @@ mod tests {
 
     #[test]
     fn cache_rows_land_at_their_positions() {
-        let (batch, t, n_kv, cap, hd) = (2, 3, 2, 5, 4);
-        let size = batch * n_kv * cap * hd;
+        let (n_kv, cap, hd) = (2, 5, 4);
+        let size = n_kv * cap * hd;
         let mut cache = KvCache {
-            keys: vec![vec![0.0; size]],
-            values: vec![vec![0.0; size]],
+            layers: vec![LayerKv { keys: vec![0.0; size], values: vec![0.0; size] }],
             len: 0,
-            batch,
             capacity: cap,
             n_kv,
             head_dim: hd,
         };
-        let rows: Vec<f32> = (0..batch * t * n_kv * hd).map(|x| x as f32).collect();
-        let negated: Vec<f32> = rows.iter().map(|x| -x).collect();
-        cache.write(0, &rows, &negated, t, 1);
-        // Batch 1, position 1+2, head 1 holds row (b=1, i=2, h=1).
-        let src = ((t + 2) * n_kv + 1) * hd;
-        let dst = ((n_kv + 1) * cap + 3) * hd;
-        assert_eq!(cache.keys[0][dst..dst + hd], rows[src..src + hd]);
-        assert_eq!(cache.values[0][dst..dst + hd], negated[src..src + hd]);
-        assert!(cache.keys[0][..hd].iter().all(|&x| x == 0.0), "position 0 untouched");
+        let key: Vec<f32> = (0..n_kv * hd).map(|x| x as f32 + 1.0).collect();
+        let value: Vec<f32> = key.iter().map(|x| -x).collect();
+        cache.write(0, &key, &value, 3);
+        // Head 1 of position 3.
+        let dst = (cap + 3) * hd;
+        assert_eq!(cache.layers[0].keys[dst..dst + hd], key[hd..]);
+        assert_eq!(cache.layers[0].values[dst..dst + hd], value[hd..]);
+        assert!(cache.layers[0].keys[..3 * hd].iter().all(|&x| x == 0.0), "positions 0..3 untouched");
+        assert_eq!(cache.bytes(), 2 * size * 4);
     }
 }

@@ -150,15 +150,23 @@ fn create_dir(path: &Path) -> Result<(), PipelineError> {
 
 /// Which model: a GGUF source (the default model when `None`) or `openai:BASE_URL`, a served
 /// model reached with `remote`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ModelChoice {
     pub source: Option<String>,
     pub remote: crate::model::openai::RemoteSettings,
+    /// The local engine's batch: sequences decoded together (results do not depend on it).
+    pub batch: usize,
+}
+
+impl Default for ModelChoice {
+    fn default() -> Self {
+        Self { source: None, remote: Default::default(), batch: crate::model::batch::DEFAULT_BATCH }
+    }
 }
 
 impl ModelChoice {
     pub fn local(source: Option<String>) -> Self {
-        Self { source, remote: Default::default() }
+        Self { source, ..Default::default() }
     }
 }
 
@@ -170,8 +178,9 @@ pub fn load_model(choice: &ModelChoice) -> Result<Box<dyn LanguageModel>, Pipeli
             .map_err(|source| PipelineError::Remote { model: model.into(), source: Box::new(source) })?;
         return Ok(Box::new(served));
     }
-    let engine = Engine::load(model)
+    let mut engine = Engine::load(model)
         .map_err(|source| PipelineError::Model { model: model.into(), source: Box::new(source) })?;
+    engine.set_max_batch(choice.batch);
     Ok(Box::new(engine))
 }
 

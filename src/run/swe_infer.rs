@@ -20,6 +20,9 @@ use crate::run::swe::RunError;
 use crate::tasks::prompt::{self, PromptSettings, Retrieval};
 use crate::tasks::{self, repos, Prediction, RepoLocator, Skipped, SweTask};
 
+/// Tasks handed to the model at once: as many as the local engine decodes together by default.
+const INFER_CHUNK: usize = crate::model::batch::DEFAULT_BATCH;
+
 #[derive(Debug, Clone)]
 pub struct InferPlan {
     pub dataset: PathBuf,
@@ -162,64 +165,75 @@ pub fn infer(
     for skip in &summary.skipped {
         kernel.report(&skip.event()).map_err(RunError::Report)?;
     }
-    for (item, fingerprint) in todo {
-        let task = item.task;
-        kernel
-            .report(&ResultEvent::ItemStarted { id: task.instance_id.clone() })
-            .map_err(RunError::Report)?;
-        let request = GenerateRequest {
-            prompt: Prompt::Chat(item.messages.clone()),
-            max_tokens: plan.max_tokens,
-            sampling: plan.sampling,
-            stop: vec!["</patch>".into()],
-            n: 1,
-        };
-        let (output, record_extra) = match model.generate(&request) {
-            Ok(out) => {
-                let sequence = out.sequences.into_iter().next();
-                let text = sequence.as_ref().map(|s| s.text.clone()).unwrap_or_default();
-                let mut extra = BTreeMap::new();
-                extra.insert("prompt_tokens".into(), serde_json::json!(out.prompt_tokens));
-                extra.insert(
-                    "generated_tokens".into(),
-                    serde_json::json!(sequence.as_ref().map_or(0, |s| s.tokens.len())),
-                );
-                extra.insert("finish".into(), serde_json::json!(sequence.as_ref().map(|s| s.finish)));
-                extra.insert("decode_tok_s".into(), serde_json::json!(out.decode_tok_s));
-                (text, extra)
-            }
-            Err(e) => {
-                let mut extra = BTreeMap::new();
-                extra.insert("generation_error".into(), serde_json::json!(format!("{e:#}")));
-                (String::new(), extra)
-            }
-        };
-        // The stop string ends generation before `</patch>`; the extractor accepts that.
-        let read_file = |path: &str| {
-            repos::read_at_commit(&item.repo, &task.base_commit, path).and_then(|b| String::from_utf8(b).ok())
-        };
-        let shown: Vec<String> = item.files.iter().map(|(path, _)| path.clone()).collect();
-        let extracted = extract::extract_patch(&output, &read_file, &shown);
-        let method = serde_json::to_value(extracted.method).unwrap_or_default();
-        *summary.extraction_methods.entry(method.as_str().unwrap_or("none").to_owned()).or_default() += 1;
-        summary.empty_patches += usize::from(extracted.patch.is_empty());
-        let mut extra = record_extra;
-        extra.insert("full_output".into(), serde_json::json!(output));
-        extra.insert("extraction_method".into(), method);
-        extra.insert("prompt_sha256".into(), serde_json::json!(item.prompt_sha256));
-        extra.insert("retrieval".into(), serde_json::json!(plan.prompt.retrieval));
-        extra.insert("context_files".into(), serde_json::json!(shown));
-        extra.insert(FINGERPRINT_FIELD.into(), serde_json::json!(fingerprint));
-        let prediction = Prediction {
-            instance_id: task.instance_id.clone(),
-            model_name_or_path: Some(model_name.clone()),
-            model_patch: Some(extracted.patch),
-            extra,
-        };
-        let outcome = prediction.extra["extraction_method"].as_str().unwrap_or("none").to_owned();
-        let success = !prediction.patch().is_empty();
-        kernel.finish_item(prediction, &outcome, success).map_err(RunError::Report)?;
-        summary.written += 1;
+    // A few tasks per call, so that the model decodes them together; each prediction is kept
+    // as soon as its chunk is done.
+    for chunk in todo.chunks(INFER_CHUNK) {
+        for (item, _) in chunk {
+            kernel
+                .report(&ResultEvent::ItemStarted { id: item.task.instance_id.clone() })
+                .map_err(RunError::Report)?;
+        }
+        let requests: Vec<GenerateRequest> = chunk
+            .iter()
+            .map(|(item, _)| GenerateRequest {
+                prompt: Prompt::Chat(item.messages.clone()),
+                max_tokens: plan.max_tokens,
+                sampling: plan.sampling,
+                stop: vec!["</patch>".into()],
+                n: 1,
+            })
+            .collect();
+        let outputs = model.generate_many(&requests);
+        for ((item, fingerprint), generated) in chunk.iter().zip(outputs) {
+            let task = &item.task;
+            let (output, record_extra) = match generated {
+                Ok(out) => {
+                    let sequence = out.sequences.into_iter().next();
+                    let text = sequence.as_ref().map(|s| s.text.clone()).unwrap_or_default();
+                    let mut extra = BTreeMap::new();
+                    extra.insert("prompt_tokens".into(), serde_json::json!(out.prompt_tokens));
+                    extra.insert(
+                        "generated_tokens".into(),
+                        serde_json::json!(sequence.as_ref().map_or(0, |s| s.tokens.len())),
+                    );
+                    extra.insert("finish".into(), serde_json::json!(sequence.as_ref().map(|s| s.finish)));
+                    extra.insert("decode_tok_s".into(), serde_json::json!(out.decode_tok_s));
+                    (text, extra)
+                }
+                Err(e) => {
+                    let mut extra = BTreeMap::new();
+                    extra.insert("generation_error".into(), serde_json::json!(format!("{e:#}")));
+                    (String::new(), extra)
+                }
+            };
+            // The stop string ends generation before `</patch>`; the extractor accepts that.
+            let read_file = |path: &str| {
+                repos::read_at_commit(&item.repo, &task.base_commit, path)
+                    .and_then(|b| String::from_utf8(b).ok())
+            };
+            let shown: Vec<String> = item.files.iter().map(|(path, _)| path.clone()).collect();
+            let extracted = extract::extract_patch(&output, &read_file, &shown);
+            let method = serde_json::to_value(extracted.method).unwrap_or_default();
+            *summary.extraction_methods.entry(method.as_str().unwrap_or("none").to_owned()).or_default() += 1;
+            summary.empty_patches += usize::from(extracted.patch.is_empty());
+            let mut extra = record_extra;
+            extra.insert("full_output".into(), serde_json::json!(output));
+            extra.insert("extraction_method".into(), method);
+            extra.insert("prompt_sha256".into(), serde_json::json!(item.prompt_sha256));
+            extra.insert("retrieval".into(), serde_json::json!(plan.prompt.retrieval));
+            extra.insert("context_files".into(), serde_json::json!(shown));
+            extra.insert(FINGERPRINT_FIELD.into(), serde_json::json!(fingerprint));
+            let prediction = Prediction {
+                instance_id: task.instance_id.clone(),
+                model_name_or_path: Some(model_name.clone()),
+                model_patch: Some(extracted.patch),
+                extra,
+            };
+            let outcome = prediction.extra["extraction_method"].as_str().unwrap_or("none").to_owned();
+            let success = !prediction.patch().is_empty();
+            kernel.finish_item(prediction, &outcome, success).map_err(RunError::Report)?;
+            summary.written += 1;
+        }
     }
     let methods = summary.extraction_methods.clone();
     kernel.finish_with(|_| methods.clone().into_iter().collect()).map_err(RunError::Report)?;

@@ -13,6 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::batcher::{Batcher, JobEvent};
 use super::Served;
 use crate::model::{
     ChatMessage, Engine, FinishReason, GenerateRequest, Generation, LanguageModel, ModelError, Prompt,
@@ -179,24 +180,22 @@ fn finish_reason(finish: FinishReason) -> &'static str {
     }
 }
 
-/// Runs `work` on the engine off the async threads, one request at a time.
+/// Runs `work` on the engine off the async threads.
 async fn with_engine<T: Send + 'static>(
     served: &Arc<Served>,
     work: impl FnOnce(&Engine) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let served = served.clone();
-    tokio::task::spawn_blocking(move || work(&served.engine.lock().unwrap_or_else(|e| e.into_inner())))
-        .await
-        .map_err(|e| ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: format!("the engine failed: {e}"),
-            code: None,
-            param: None,
-        })?
+    let engine = served.engine.clone();
+    tokio::task::spawn_blocking(move || work(&engine)).await.map_err(|e| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: format!("the engine failed: {e}"),
+        code: None,
+        param: None,
+    })?
 }
 
 pub async fn models(State(served): State<Arc<Served>>) -> Json<Value> {
-    let info = served.engine.lock().unwrap_or_else(|e| e.into_inner()).info().clone();
+    let info = served.engine.info().clone();
     Json(json!({"object": "list", "data": [{
         "id": served.id, "object": "model", "created": 0, "owned_by": "repairbench",
         "context_length": info.context_length,
@@ -276,36 +275,49 @@ pub async fn completions(
             Some("logprobs"),
         ));
     }
-    let id = served.id.clone();
-    let result = with_engine(&served, move |engine| {
-        let (mut choices, mut prompt_tokens, mut completion_tokens) = (Vec::new(), 0, 0);
-        let prompts = request.prompt.into_vec();
-        if prompts.is_empty() {
-            return Err(ApiError::invalid("prompt is empty", Some("prompt")));
-        }
-        for prompt in prompts {
-            let generate = request.common.request(Prompt::Text(prompt.clone()), 16);
-            let (_, ids) = engine.prompt_tokens(&generate.prompt)?;
-            let max = engine.info().context_length;
-            if ids.len() + generate.max_tokens > max {
-                return Err(ModelError::ContextTooLong {
-                    what: format!(
-                        "the prompt ({} tokens) with max_tokens {}",
-                        ids.len(),
-                        generate.max_tokens
-                    ),
-                    tokens: ids.len() + generate.max_tokens,
-                    max,
-                }
-                .into());
+    let prompts = request.prompt.clone().into_vec();
+    if prompts.is_empty() {
+        return Err(ApiError::invalid("prompt is empty", Some("prompt")));
+    }
+    let mut prepared = Vec::with_capacity(prompts.len());
+    for prompt in prompts {
+        let generate = request.common.request(Prompt::Text(prompt.clone()), 16);
+        let (_, ids) = served.engine.prompt_tokens(&generate.prompt)?;
+        let max = served.engine.info().context_length;
+        if ids.len() + generate.max_tokens > max {
+            return Err(ModelError::ContextTooLong {
+                what: format!("the prompt ({} tokens) with max_tokens {}", ids.len(), generate.max_tokens),
+                tokens: ids.len() + generate.max_tokens,
+                max,
             }
-            let generations = if generate.max_tokens == 0 {
+            .into());
+        }
+        prepared.push((prompt, ids, generate));
+    }
+    // Every prompt's generation joins the batch at once.
+    let pending: Vec<_> = prepared
+        .iter()
+        .map(|(_, _, generate)| {
+            (generate.max_tokens > 0).then(|| served.batcher.submit(generate.clone(), false))
+        })
+        .collect();
+    let mut generated = Vec::with_capacity(prepared.len());
+    for ((prompt, ids, generate), events) in prepared.into_iter().zip(pending) {
+        let generations = match events {
+            Some(events) => Batcher::finished(events).await?.sequences,
+            None => {
                 let empty =
                     Generation { text: String::new(), tokens: Vec::new(), finish: FinishReason::Length };
                 vec![empty; generate.n]
-            } else {
-                engine.generate_text(&generate)?.sequences
-            };
+            }
+        };
+        generated.push((prompt, ids, generations));
+    }
+    let id = served.id.clone();
+    // Log-probabilities are a forward over prompt and generation, off the async threads.
+    let result = with_engine(&served, move |engine| {
+        let (mut choices, mut prompt_tokens, mut completion_tokens) = (Vec::new(), 0, 0);
+        for (prompt, ids, generations) in generated {
             prompt_tokens += ids.len();
             for generation in generations {
                 let generated = text_tokens(engine, &generation);
@@ -371,7 +383,7 @@ pub async fn chat_completions(
         }
         return Ok(stream_chat(&served, generate, id, created, model).await?.into_response());
     }
-    let output = with_engine(&served, move |engine| Ok(engine.generate_text(&generate)?)).await?;
+    let output = served.batcher.generate(generate).await?;
     let completion: usize = output.sequences.iter().map(|g| g.tokens.len()).sum();
     let choices: Vec<Value> = output
         .sequences
@@ -421,30 +433,31 @@ async fn stream_chat(
                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
     };
     let _ = sender.send(chunk(json!({"role": "assistant", "content": ""}), Value::Null));
-    let served = served.clone();
-    tokio::task::spawn_blocking(move || {
-        let engine = served.engine.lock().unwrap_or_else(|e| e.into_inner());
+    let stops = generate.stop.clone();
+    let mut job = served.batcher.submit(generate, true);
+    tokio::spawn(async move {
         let mut sent = 0usize;
-        let stops = generate.stop.clone();
-        let result = engine.generate_text_with(&generate, &mut |_, text| {
-            let end = settled(text, &stops);
-            if end > sent && text.is_char_boundary(sent) {
-                let _ = sender.send(chunk(json!({"content": &text[sent..end]}), Value::Null));
-                sent = end;
-            }
-        });
-        match result {
-            Ok(output) => {
-                let generation = &output.sequences[0];
-                let rest = generation.text.get(sent..).unwrap_or_default();
-                if !rest.is_empty() {
-                    let _ = sender.send(chunk(json!({"content": rest}), Value::Null));
+        while let Some(event) = job.recv().await {
+            match event {
+                JobEvent::Text { text, .. } => {
+                    let end = settled(&text, &stops);
+                    if end > sent && text.is_char_boundary(sent) {
+                        let _ = sender.send(chunk(json!({"content": &text[sent..end]}), Value::Null));
+                        sent = end;
+                    }
                 }
-                let _ = sender.send(chunk(json!({}), json!(finish_reason(generation.finish))));
-            }
-            Err(e) => {
-                let _ = sender
-                    .send(json!({"error": {"message": crate::error_chain(&e), "type": "server_error"}}));
+                JobEvent::Done(Ok(output)) => {
+                    let generation = &output.sequences[0];
+                    let rest = generation.text.get(sent..).unwrap_or_default();
+                    if !rest.is_empty() {
+                        let _ = sender.send(chunk(json!({"content": rest}), Value::Null));
+                    }
+                    let _ = sender.send(chunk(json!({}), json!(finish_reason(generation.finish))));
+                }
+                JobEvent::Done(Err(e)) => {
+                    let _ = sender
+                        .send(json!({"error": {"message": crate::error_chain(&e), "type": "server_error"}}));
+                }
             }
         }
     });

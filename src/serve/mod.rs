@@ -5,12 +5,14 @@
 //! Endpoints: `/v1/models`, `/v1/completions` (`echo`, `logprobs`, `n`, `seed`, `stop`,
 //! `max_tokens`, `temperature`, `top_p`) and `/v1/chat/completions` (the GGUF chat template;
 //! `stream` as server-sent events). Bad requests get OpenAI-style error bodies with 4xx codes.
-//! One request is computed at a time (the engine has one KV cache per call).
+//! Generations of concurrent requests are decoded together in one continuous batch (see
+//! [`batcher`]); log-probabilities are computed beside it.
 
 mod api;
+mod batcher;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -19,7 +21,8 @@ use crate::model::Engine;
 
 /// The served model and the id clients call it by.
 pub struct Served {
-    pub engine: Mutex<Engine>,
+    pub engine: Arc<Engine>,
+    pub batcher: batcher::Batcher,
     pub id: String,
 }
 
@@ -45,10 +48,11 @@ pub fn router(served: Arc<Served>) -> Router {
         .with_state(served)
 }
 
-/// Serves `engine` on `addr` until the process is stopped; `on_listening` gets the bound
-/// address (port 0 picks a free one).
+/// Serves `engine` on `addr` until the process is stopped, decoding up to `max_batch`
+/// sequences together; `on_listening` gets the bound address (port 0 picks a free one).
 pub async fn serve(
     engine: Engine,
+    max_batch: usize,
     addr: &str,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
@@ -56,7 +60,9 @@ pub async fn serve(
     let id = info.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| {
         info.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into())
     });
-    let served = Arc::new(Served { engine: Mutex::new(engine), id });
+    let engine = Arc::new(engine);
+    let batcher = batcher::Batcher::start(engine.clone(), max_batch);
+    let served = Arc::new(Served { engine, batcher, id });
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Bind { addr: addr.to_owned(), source })?;

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::model::{ChatMessage, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest};
+use crate::model::{
+    ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest,
+};
 use crate::report::{ConsoleProgress, Fanout, FinalWriter, Reporter, RunRecords};
 use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::run::kernel::Kernel;
@@ -98,6 +100,10 @@ fn row_sha256(doc: &Doc) -> String {
 
 /// The request for one item of a generation suite: the suite's generation settings, and a
 /// sampling seed from (run seed, document id) so an item's output does not depend on order.
+/// Docs handed to the model at once by generation suites: enough to keep a batch of decoding
+/// sequences full while records are still kept every few dozen docs.
+const GENERATE_CHUNK: usize = 32;
+
 fn generation_request(suite: &Suite, text: &str, seed: u64, doc: &Doc) -> GenerateRequest {
     let g = suite.generation().expect("generation suites have [generation]");
     GenerateRequest {
@@ -187,13 +193,37 @@ impl Run<'_, '_> {
         Ok(record)
     }
 
-    fn generate(&mut self, seed: u64, doc: &Doc) -> Result<SampleRecord, SuiteError> {
-        let prompt = build_prompt(self.suite, &self.pool, doc, None, self.shots, seed)?;
-        let request = generation_request(self.suite, &prompt, seed, doc);
-        let out = self
-            .model()
-            .generate(&request)
-            .map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+    /// Generates for `docs` together (the model may batch them); one result per doc, in order.
+    fn generate(&mut self, seed: u64, docs: &[&Doc]) -> Vec<Result<SampleRecord, SuiteError>> {
+        let mut requests = Vec::with_capacity(docs.len());
+        for doc in docs {
+            match build_prompt(self.suite, &self.pool, doc, None, self.shots, seed) {
+                Ok(prompt) => requests.push(generation_request(self.suite, &prompt, seed, doc)),
+                // Docs before the bad one still run; the run stops at its error.
+                Err(e) => {
+                    let mut results = self.generate(seed, &docs[..requests.len()]);
+                    results.push(Err(e));
+                    return results;
+                }
+            }
+        }
+        let outputs = self.model().generate_many(&requests);
+        docs.iter()
+            .zip(outputs)
+            .map(|(doc, out)| {
+                let out =
+                    out.map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+                self.generation_record(seed, doc, out)
+            })
+            .collect()
+    }
+
+    fn generation_record(
+        &self,
+        seed: u64,
+        doc: &Doc,
+        out: GenerateOutput,
+    ) -> Result<SampleRecord, SuiteError> {
         let mut record = self.base_record(seed, doc, out.prompt_text.clone());
         let target_text = render_with(self.suite, doc, "answer_target", &[])?;
         let target = match &self.suite.target_pattern {
@@ -241,26 +271,48 @@ impl Run<'_, '_> {
         let code = self.suite.code().expect("checked at load").clone();
         let mut records = Vec::new();
         let mut programs = Vec::new();
-        for doc in batch {
-            let prompt = build_prompt(self.suite, &self.pool, doc, None, self.shots, seed)?;
-            let (sent, completions) = match &self.completions {
-                Some(map) => (prompt.clone(), map.get(&doc.id).cloned().unwrap_or_default()),
-                None => {
-                    let mut sent = prompt.clone();
-                    if self.suite.def.prompt.strip_trailing_newline && sent.ends_with('\n') {
-                        sent.pop();
-                        if sent.ends_with('\r') {
+        let prompts: Vec<String> = batch
+            .iter()
+            .map(|doc| build_prompt(self.suite, &self.pool, doc, None, self.shots, seed))
+            .collect::<Result<_, _>>()?;
+        // Every completion of the batch first (the model decodes them together), then one
+        // sandbox run for all their programs.
+        let generated: Vec<(String, Vec<String>)> = match &self.completions {
+            Some(map) => batch
+                .iter()
+                .zip(&prompts)
+                .map(|(doc, prompt)| (prompt.clone(), map.get(&doc.id).cloned().unwrap_or_default()))
+                .collect(),
+            None => {
+                let requests: Vec<GenerateRequest> = batch
+                    .iter()
+                    .zip(&prompts)
+                    .map(|(doc, prompt)| {
+                        let mut sent = prompt.clone();
+                        if self.suite.def.prompt.strip_trailing_newline && sent.ends_with('\n') {
                             sent.pop();
+                            if sent.ends_with('\r') {
+                                sent.pop();
+                            }
                         }
-                    }
-                    let request = generation_request(self.suite, &sent, seed, doc);
-                    let out = self.model().generate(&request).map_err(|e| SuiteError::Model {
-                        doc_id: doc.id.clone(),
-                        message: format!("{e:#}"),
-                    })?;
-                    (out.prompt_text, out.sequences.into_iter().map(|s| s.text).collect())
-                }
-            };
+                        generation_request(self.suite, &sent, seed, doc)
+                    })
+                    .collect();
+                let outputs = self.model().generate_many(&requests);
+                batch
+                    .iter()
+                    .zip(outputs)
+                    .map(|(doc, out)| {
+                        let out = out.map_err(|e| SuiteError::Model {
+                            doc_id: doc.id.clone(),
+                            message: format!("{e:#}"),
+                        })?;
+                        Ok((out.prompt_text, out.sequences.into_iter().map(|s| s.text).collect()))
+                    })
+                    .collect::<Result<_, SuiteError>>()?
+            }
+        };
+        for ((doc, prompt), (sent, completions)) in batch.iter().zip(&prompts).zip(generated) {
             let mut record = self.base_record(seed, doc, sent);
             for completion in completions {
                 let source = render_with(
@@ -501,9 +553,14 @@ pub fn evaluate_with(
                     keep(&mut kernel, run.multiple_choice(seed, doc)?, fingerprint)?;
                 }
             }
+            // Several docs per call so that the model can decode them together; each record is
+            // kept as soon as its chunk is done.
             SuiteKind::Generate => {
-                for (doc, fingerprint) in &todo {
-                    keep(&mut kernel, run.generate(seed, doc)?, fingerprint)?;
+                for chunk in todo.chunks(GENERATE_CHUNK) {
+                    let docs: Vec<&Doc> = chunk.iter().map(|(d, _)| *d).collect();
+                    for (record, (_, fingerprint)) in run.generate(seed, &docs).into_iter().zip(chunk) {
+                        keep(&mut kernel, record?, fingerprint)?;
+                    }
                 }
             }
             // Many programs per container, to keep the sandbox overhead low.
