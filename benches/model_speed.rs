@@ -1,17 +1,21 @@
-//! Speed and fidelity of the inference core, side by side with llama.cpp on the same GGUF and
-//! thread count (issue 2, item 8). Run: `cargo bench --bench model_speed`.
+//! Speed of the inference core, side by side with llama.cpp on the same GGUF files and thread
+//! counts, in one table with a row per file and thread count. Run: `cargo bench --bench
+//! model_speed`.
 //!
+//! Files: the default model (Q4_1) and what llama-quantize makes of it (Q4_K_M, Q5_K_M, Q6_K,
+//! Q8_0, F16; tests/common_llama.rs), at 1 and 2 threads.
 //! 1. Our engine, in a child process (so its peak RSS is its own): prefill tok/s of a 512-token
 //!    prompt, decode tok/s of 128 tokens from an empty context (what `llama-bench -p 512 -n 128`
-//!    measures), and per-token log-probs of the fidelity fixture's text.
+//!    measures), and for the default model per-token log-probs of the fidelity fixture's text.
 //! 2. llama.cpp: `llama-bench -p 512 -n 128 -t N -o json` (built by scripts/build-llama-cpp into
 //!    the cache if missing), also a child process, its peak RSS from `wait4`.
-//! 3. A QLinear micro-benchmark: our quantized matmul against candle's `QMatMul` on the model's
-//!    own weight matrices, 1 row (decode) and 512 rows (prefill).
+//! 3. A QLinear micro-benchmark per file: our quantized matmul against candle's `QMatMul` on the
+//!    model's own weight matrices, 1 row (decode) and 512 rows (prefill).
 //!
-//! Environment: `REPAIRBENCH_BENCH_MODEL` (model source, default the default model),
-//! `REPAIRBENCH_THREADS` (default 2 here, for both engines), `REPAIRBENCH_BENCH_REPS`
-//! (repetitions, default 3), `LLAMA_CPP_BIN` (a directory holding llama-bench, skips the build).
+//! Environment: `REPAIRBENCH_BENCH_MODEL` (one model source instead of the files above),
+//! `REPAIRBENCH_THREADS` (one thread count instead of 1 and 2), `REPAIRBENCH_BENCH_REPS`
+//! (repetitions, default 3), `LLAMA_CPP_BIN` (a directory holding llama.cpp's binaries, skips
+//! the build).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -22,10 +26,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
-use repairbench::model::kernels::{KernelPath, QLinear};
+use repairbench::model::kernels::QLinear;
 use repairbench::model::transformer::Logits;
 use repairbench::model::{Engine, LanguageModel, DEFAULT_MODEL};
 use serde::{Deserialize, Serialize};
+
+#[path = "../tests/common_llama.rs"]
+mod common_llama;
 
 const CHILD_FLAG: &str = "--engine-child";
 const FIXTURE: &str =
@@ -34,6 +41,7 @@ const FIXTURE: &str =
 #[derive(Serialize, Deserialize)]
 struct EngineFigures {
     path: PathBuf,
+    quantization: String,
     sha256: String,
     prefill_tok_s: Vec<f64>,
     decode_tok_s: Vec<f64>,
@@ -68,28 +76,64 @@ struct Fixture {
     token_by_token: FixtureEval,
 }
 
+/// The files of the speed table: the default model and what llama-quantize makes of it.
+const QUANTIZATIONS: [&str; 5] = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "F16"];
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let source = std::env::var(repairbench::env::BENCH_MODEL).unwrap_or_else(|_| DEFAULT_MODEL.into());
-    let threads: usize =
-        std::env::var(repairbench::env::THREADS).ok().and_then(|v| v.parse().ok()).unwrap_or(2);
     let reps: usize =
         std::env::var(repairbench::env::BENCH_REPS).ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     if args.iter().any(|a| a == CHILD_FLAG) {
+        let source = std::env::var(repairbench::env::BENCH_MODEL).unwrap_or_else(|_| DEFAULT_MODEL.into());
         let figures = engine_child(&source, reps)?;
         println!("{}", serde_json::to_string(&figures)?);
         return Ok(());
     }
-
+    // One file when REPAIRBENCH_BENCH_MODEL names it; else the default model and its
+    // requantizations; at the thread counts of REPAIRBENCH_THREADS, else 1 and 2.
+    let files: Vec<(String, PathBuf)> = match std::env::var(repairbench::env::BENCH_MODEL) {
+        Ok(source) => vec![("given".into(), repairbench::model::source::resolve(&source)?.path)],
+        Err(_) => std::iter::once(("Q4_1".to_string(), common_llama::default_model_path()))
+            .chain(QUANTIZATIONS.iter().map(|k| (k.to_string(), common_llama::quantized_model(k))))
+            .collect(),
+    };
+    let thread_counts: Vec<usize> =
+        match std::env::var(repairbench::env::THREADS).ok().and_then(|v| v.parse().ok()) {
+            Some(t) => vec![t],
+            None => vec![1, 2],
+        };
+    println!("CPU: {}", repairbench::model::kernels::cpu_description());
     println!(
-        "model source: {source}\nthreads: {threads} (both engines)\nkernel path: {:?}\n",
-        KernelPath::detect()
+        "llama.cpp: {}",
+        std::fs::read_to_string(common_llama::llama_bin().join("../../VERSION"))?.trim()
     );
-    let (ours, _whole_child_rss) = run_engine_child(threads)?;
-    let ours_rss = ours.speed_peak_rss_mib;
-    let llama = run_llama_bench(&ours.path, threads, reps);
-    print_comparison(&ours, ours_rss, &llama);
-    if let Some(f) = &ours.fidelity {
+    println!("prefill: 512 tokens; decode: 128 tokens from an empty context; mean of {reps} repetitions\n");
+    println!(
+        "{:<8} {:>7} {:>4} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} {:>9} {:>9}",
+        "file", "weights", "thr", "prefill", "llama", "ratio", "decode", "llama", "ratio", "RSS MiB", "llama"
+    );
+    let mut fidelity = None;
+    for &threads in &thread_counts {
+        for (kind, path) in &files {
+            let (ours, _) = run_engine_child(threads, path)?;
+            let llama = run_llama_bench(path, threads, reps)?;
+            let (p, d) = (mean(&ours.prefill_tok_s), mean(&ours.decode_tok_s));
+            println!(
+                "{kind:<8} {:>7} {threads:>4} {p:>9.1} {:>9.1} {:>5.2}x {d:>9.1} {:>9.1} {:>5.2}x {:>9.0} {:>9.0}",
+                ours.quantization,
+                llama.prefill_tok_s,
+                p / llama.prefill_tok_s,
+                llama.decode_tok_s,
+                d / llama.decode_tok_s,
+                ours.speed_peak_rss_mib,
+                llama.peak_rss_mib,
+            );
+            if fidelity.is_none() {
+                fidelity = ours.fidelity;
+            }
+        }
+    }
+    if let Some(f) = &fidelity {
         println!(
             "\nFidelity on the fixture's HumanEval text ({} tokens), per-token log-prob of the next token:",
             f.tokens
@@ -109,12 +153,13 @@ fn main() -> anyhow::Result<()> {
             f.llama_single_max_abs,
             100.0 * f.llama_single_argmax
         );
-    } else {
-        println!("\nFidelity: skipped (the fixture was made from another GGUF file)");
+        println!("(every file's fidelity against llama.cpp is checked by tests/llama_cpp_quants.rs)");
     }
     println!();
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
-    qlinear_micro(&ours.path)?;
+    rayon::ThreadPoolBuilder::new().num_threads(*thread_counts.last().unwrap_or(&2)).build_global()?;
+    for (_, path) in &files {
+        qlinear_micro(path)?;
+    }
     Ok(())
 }
 
@@ -130,10 +175,11 @@ fn wait_with_peak_rss(child: &std::process::Child) -> anyhow::Result<(i32, f64)>
     Ok((status, usage.ru_maxrss as f64 / 1024.0))
 }
 
-fn run_engine_child(threads: usize) -> anyhow::Result<(EngineFigures, f64)> {
+fn run_engine_child(threads: usize, model: &Path) -> anyhow::Result<(EngineFigures, f64)> {
     let mut child = Command::new(std::env::current_exe()?)
         .arg(CHILD_FLAG)
         .env(repairbench::env::THREADS, threads.to_string())
+        .env(repairbench::env::BENCH_MODEL, model)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
@@ -161,12 +207,12 @@ fn engine_child(source: &str, reps: usize) -> anyhow::Result<EngineFigures> {
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
     for rep in 0..=reps {
-        let mut cache = model.new_cache(1, 512)?;
+        let mut cache = model.new_cache(512);
         let started = Instant::now();
         model.forward(&prompt, &mut cache, Logits::Last)?;
         let prefill_s = started.elapsed().as_secs_f64();
 
-        let mut cache = model.new_cache(1, 128)?;
+        let mut cache = model.new_cache(128);
         let started = Instant::now();
         let mut token = prompt[0];
         for _ in 0..128 {
@@ -205,6 +251,7 @@ fn engine_child(source: &str, reps: usize) -> anyhow::Result<EngineFigures> {
     };
     Ok(EngineFigures {
         path: engine.info().path.clone(),
+        quantization: engine.info().quantization.clone(),
         sha256: engine.info().sha256.clone(),
         prefill_tok_s: prefill,
         decode_tok_s: decode,
@@ -237,21 +284,8 @@ struct LlamaFigures {
     peak_rss_mib: f64,
 }
 
-fn llama_bin_dir() -> anyhow::Result<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-llama-cpp");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| script.display().to_string())?;
-    if !out.status.success() {
-        bail!("{} failed ({})", script.display(), out.status);
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    Ok(PathBuf::from(text.lines().last().unwrap_or("").trim()))
-}
-
 fn run_llama_bench(model: &Path, threads: usize, reps: usize) -> anyhow::Result<LlamaFigures> {
-    let bench = llama_bin_dir()?.join("llama-bench");
+    let bench = common_llama::llama_bin().join("llama-bench");
     let mut child = Command::new(&bench)
         .args(["-m", &model.to_string_lossy(), "-p", "512", "-n", "128", "-t", &threads.to_string()])
         .args(["-r", &reps.to_string(), "-o", "json"])
@@ -273,47 +307,6 @@ fn run_llama_bench(model: &Path, threads: usize, reps: usize) -> anyhow::Result<
             .with_context(|| format!("llama-bench result for n_prompt={prompt} n_gen={gen}"))
     };
     Ok(LlamaFigures { prefill_tok_s: rate(512, 0)?, decode_tok_s: rate(0, 128)?, peak_rss_mib: rss })
-}
-
-fn print_comparison(ours: &EngineFigures, ours_rss: f64, llama: &anyhow::Result<LlamaFigures>) {
-    let (p, d) = (mean(&ours.prefill_tok_s), mean(&ours.decode_tok_s));
-    println!("{:<28} {:>12} {:>12} {:>8}", "", "ours", "llama.cpp", "ratio");
-    match llama {
-        Ok(l) => {
-            println!(
-                "{:<28} {:>12.1} {:>12.1} {:>7.2}x",
-                "prefill tok/s (512 tokens)",
-                p,
-                l.prefill_tok_s,
-                p / l.prefill_tok_s
-            );
-            println!(
-                "{:<28} {:>12.1} {:>12.1} {:>7.2}x",
-                "decode tok/s (128 tokens)",
-                d,
-                l.decode_tok_s,
-                d / l.decode_tok_s
-            );
-            println!(
-                "{:<28} {:>12.1} {:>12.1} {:>7.2}x",
-                "peak RSS MiB",
-                ours_rss,
-                l.peak_rss_mib,
-                ours_rss / l.peak_rss_mib
-            );
-        }
-        Err(e) => {
-            println!("{:<28} {:>12.1}", "prefill tok/s (512 tokens)", p);
-            println!("{:<28} {:>12.1}", "decode tok/s (128 tokens)", d);
-            println!("{:<28} {:>12.1}", "peak RSS MiB", ours_rss);
-            println!("llama.cpp: not measured: {e:#}");
-        }
-    }
-    println!(
-        "(ours per repetition: prefill {:?}, decode {:?})",
-        ours.prefill_tok_s.iter().map(|v| v.round()).collect::<Vec<_>>(),
-        ours.decode_tok_s.iter().map(|v| v.round()).collect::<Vec<_>>()
-    );
 }
 
 /// Runs `f` repeatedly for about `budget` and returns the median time of one call.

@@ -4,8 +4,12 @@
 //! Chat prompts go to `/chat/completions`, raw text to `/completions`. Log-likelihoods come
 //! from `/completions` with `echo` and `logprobs`, as lm-evaluation-harness's
 //! local-completions asks for them: the prompt's own tokens with their log-probabilities and
-//! character offsets; a server that does not return them is refused with an error naming that
-//! capability. Sequence `i` of a request is asked for alone with seed `seed + i`, the local
+//! character offsets. A server that refuses `echo` (llama.cpp's server does) but tokenizes text
+//! (`/tokenize` beside `/v1`, as llama.cpp's server and vLLM have) is scored by forcing: for
+//! each continuation token, the tokens before it are sent as the prompt with `max_tokens: 1`,
+//! `logprobs` and a `logit_bias` that makes that token the one generated, and the server
+//! reports its log-probability under the model's unbiased distribution. A server with neither
+//! is refused with an error naming both capabilities. Sequence `i` of a request is asked for alone with seed `seed + i`, the local
 //! engine's rule, so a sequence's text does not depend on `n`. Requests run `concurrency` at a
 //! time; a 429 or 5xx is retried ([`crate::http`]); each request has a deadline.
 
@@ -65,12 +69,22 @@ struct Connection {
     api_key: Option<Secret>,
 }
 
+/// How log-likelihoods are obtained from this server (found on the first scoring call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scoring {
+    /// `/completions` with `echo` and `logprobs`.
+    Echo,
+    /// `/tokenize`, then one forced token per `/completions` call.
+    Forced,
+}
+
 /// A served model.
 pub struct OpenAiModel {
     connection: Connection,
     model: String,
     concurrency: usize,
     info: ModelInfo,
+    scoring: Option<Scoring>,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -127,14 +141,22 @@ impl OpenAiModel {
             chat_template: None,
             served: Some(json!({"backend": "openai", "url": base, "model": model, "models": models})),
         };
-        Ok(Self { connection, model, concurrency: settings.concurrency, info })
+        Ok(Self { connection, model, concurrency: settings.concurrency, info, scoring: None })
     }
 }
 
 impl Connection {
-    /// GET `path`, or POST `body` to it; the JSON answer.
+    /// GET `path` under the base URL, or POST `body` to it; the JSON answer.
     fn call(&self, path: &str, body: Option<&Value>) -> Result<Value, RemoteError> {
-        let url = format!("{}{path}", self.base);
+        self.call_url(format!("{}{path}", self.base), body)
+    }
+
+    /// The server's root: the base URL without its trailing `/v1`.
+    fn root(&self) -> &str {
+        self.base.strip_suffix("/v1").unwrap_or(&self.base)
+    }
+
+    fn call_url(&self, url: String, body: Option<&Value>) -> Result<Value, RemoteError> {
         let transport = |source| RemoteError::Transport { url: url.clone(), source: Box::new(source) };
         let mut response = crate::http::with_retries(&url, 5, || {
             let auth = self.api_key.as_ref().map(|k| format!("Bearer {}", k.expose()));
@@ -178,7 +200,7 @@ impl OpenAiModel {
         &self,
         jobs: Vec<T>,
         run: impl Fn(T) -> Result<R, RemoteError> + Sync,
-    ) -> Result<Vec<R>, RemoteError> {
+    ) -> Vec<Result<R, RemoteError>> {
         let width = self.concurrency.max(1);
         let mut results: Vec<Option<Result<R, RemoteError>>> = (0..jobs.len()).map(|_| None).collect();
         let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>().into_iter());
@@ -195,6 +217,28 @@ impl OpenAiModel {
             }
         });
         results.into_iter().map(|r| r.expect("every job ran")).collect()
+    }
+
+    /// A request's output from its sequences' responses (sequence `i` sampled with seed+i).
+    fn output(
+        &self,
+        request: &GenerateRequest,
+        done: Vec<(Generation, Value)>,
+        started: Instant,
+    ) -> anyhow::Result<GenerateOutput> {
+        let usage = |key: &str| done.iter().map(|(_, u)| u[key].as_u64().unwrap_or(0)).max().unwrap_or(0);
+        let completion: u64 = done.iter().map(|(_, u)| u["completion_tokens"].as_u64().unwrap_or(0)).sum();
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        Ok(GenerateOutput {
+            prompt_text: match &request.prompt {
+                Prompt::Text(text) => text.clone(),
+                Prompt::Chat(messages) => self.render_chat(messages)?,
+            },
+            prompt_tokens: usage("prompt_tokens") as usize,
+            sequences: done.into_iter().map(|(g, _)| g).collect(),
+            prefill_tok_s: 0.0,
+            decode_tok_s: completion as f64 / seconds,
+        })
     }
 
     fn generate_one(&self, request: &GenerateRequest, seed: u64) -> Result<(Generation, Value), RemoteError> {
@@ -231,7 +275,6 @@ impl OpenAiModel {
             .and_then(Value::as_str)
             .ok_or_else(|| RemoteError::Shape { url: url.clone(), what: format!("no {pointer}") })?
             .to_owned();
-        // OpenAI's "stop" covers both an end-of-sequence token and a stop string.
         // OpenAI's "stop" covers both an end-of-sequence token and a stop string: it is taken
         // for a stop string when the request had any.
         let finish = match response.pointer("/choices/0/finish_reason").and_then(Value::as_str) {
@@ -287,33 +330,143 @@ impl OpenAiModel {
     }
 }
 
+impl OpenAiModel {
+    /// The server's tokens for `text`, special tokens (BOS) added as for a text prompt.
+    fn tokenize(&self, text: &str) -> Result<Vec<u64>, RemoteError> {
+        let url = format!("{}/tokenize", self.connection.root());
+        let body = json!({"content": text, "add_special": true});
+        let response = self.connection.call_url(url.clone(), Some(&body))?;
+        response["tokens"]
+            .as_array()
+            .and_then(|t| t.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>())
+            .ok_or_else(|| RemoteError::Shape { url, what: "no `tokens` array of ids".into() })
+    }
+
+    /// Forced scoring (see the module's documentation): the continuation's tokens are those of
+    /// context + continuation after the longest prefix shared with the context's tokens, the
+    /// local engine's rule.
+    fn score_forced(&self, request: &ScoreRequest) -> Result<ScoreOutput, RemoteError> {
+        let url = format!("{}/completions", self.connection.base);
+        let shape = |what: String| RemoteError::Shape { url: url.clone(), what };
+        let context = self.tokenize(&request.context)?;
+        let full = self.tokenize(&format!("{}{}", request.context, request.continuation))?;
+        let context_len = context.iter().zip(&full).take_while(|(a, b)| a == b).count().max(1);
+        if context_len >= full.len() {
+            return Err(shape(format!("the continuation {:?} adds no token", request.continuation)));
+        }
+        let mut out = ScoreOutput { tokens: Vec::new(), sum_logprob: 0.0, is_greedy: true };
+        for pos in context_len..full.len() {
+            let target = full[pos];
+            let body = json!({
+                "model": self.model, "prompt": &full[..pos], "max_tokens": 1, "temperature": 0,
+                "logprobs": 1, "logit_bias": {target.to_string(): 100},
+                // llama.cpp's server: evaluate the whole prompt in one batched pass. From its
+                // prompt cache it would re-evaluate only the last token, alone, whose attention
+                // it computes in f16: log-probs then depend on which request came first.
+                "cache_prompt": false,
+            });
+            let response = self.connection.call("/completions", Some(&body))?;
+            let logprobs = &response["choices"][0]["logprobs"];
+            // llama.cpp's shape (`content: [{id, token, logprob, top_logprobs}]`) or OpenAI's
+            // legacy one (`tokens`, `token_logprobs`, `top_logprobs: [{token: logprob}]`).
+            let (id, text, logprob, best) = if let Some(first) = logprobs.pointer("/content/0") {
+                let best = first.pointer("/top_logprobs/0/logprob").and_then(Value::as_f64);
+                (
+                    first["id"].as_u64(),
+                    first["token"].as_str().map(str::to_owned),
+                    first["logprob"].as_f64(),
+                    best,
+                )
+            } else {
+                let best = logprobs
+                    .pointer("/top_logprobs/0")
+                    .and_then(Value::as_object)
+                    .map(|m| m.values().filter_map(Value::as_f64).fold(f64::NEG_INFINITY, f64::max));
+                let text = logprobs.pointer("/tokens/0").and_then(Value::as_str).map(str::to_owned);
+                (Some(target), text, logprobs.pointer("/token_logprobs/0").and_then(Value::as_f64), best)
+            };
+            let logprob = logprob.ok_or_else(|| shape("no log-probability for the forced token".into()))?;
+            if id != Some(target) {
+                return Err(shape(format!("logit_bias did not force token {target} (got {id:?})")));
+            }
+            out.is_greedy &= best.is_none_or(|b| logprob >= b - 1e-6);
+            out.sum_logprob += logprob;
+            out.tokens.push(TokenLogprob { id: target as u32, text: text.unwrap_or_default(), logprob });
+        }
+        Ok(out)
+    }
+
+    /// Which way this server scores: echo if it answers with prompt log-probabilities, else
+    /// forcing if it tokenizes, else an error naming both.
+    fn scoring_mode(&self, probe: &ScoreRequest) -> Result<Scoring, RemoteError> {
+        let echo_refused = match self.score_one(probe) {
+            Ok(_) => return Ok(Scoring::Echo),
+            Err(e @ (RemoteError::Transport { .. } | RemoteError::NoModel { .. })) => return Err(e),
+            Err(e) => e,
+        };
+        match self.tokenize("a") {
+            Ok(_) => {
+                tracing::info!(server = %self.connection.base, reason = %echo_refused, "scoring by forced tokens");
+                Ok(Scoring::Forced)
+            }
+            Err(_) => Err(RemoteError::MissingCapability {
+                url: format!("{}/completions", self.connection.base),
+                capability: "prompt log-probabilities (`echo` with `logprobs`), nor a `/tokenize` endpoint for forced scoring",
+            }),
+        }
+    }
+}
+
 impl LanguageModel for OpenAiModel {
     fn info(&self) -> &ModelInfo {
         &self.info
     }
 
     fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput> {
+        self.generate_many(std::slice::from_ref(request)).remove(0)
+    }
+
+    /// Every sequence of every request is one HTTP request; they run `concurrency` at a time.
+    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<anyhow::Result<GenerateOutput>> {
         let started = Instant::now();
-        let seeds: Vec<u64> =
-            (0..request.n.max(1) as u64).map(|i| request.sampling.seed.wrapping_add(i)).collect();
-        let done = self.concurrently(seeds, |seed| self.generate_one(request, seed))?;
-        let usage = |key: &str| done.iter().map(|(_, u)| u[key].as_u64().unwrap_or(0)).max().unwrap_or(0);
-        let completion: u64 = done.iter().map(|(_, u)| u["completion_tokens"].as_u64().unwrap_or(0)).sum();
-        let seconds = started.elapsed().as_secs_f64().max(1e-9);
-        Ok(GenerateOutput {
-            prompt_text: match &request.prompt {
-                Prompt::Text(text) => text.clone(),
-                Prompt::Chat(messages) => self.render_chat(messages)?,
-            },
-            prompt_tokens: usage("prompt_tokens") as usize,
-            sequences: done.into_iter().map(|(g, _)| g).collect(),
-            prefill_tok_s: 0.0,
-            decode_tok_s: completion as f64 / seconds,
-        })
+        let jobs: Vec<(usize, u64)> = requests
+            .iter()
+            .enumerate()
+            .flat_map(|(r, req)| {
+                (0..req.n.max(1) as u64).map(move |i| (r, req.sampling.seed.wrapping_add(i)))
+            })
+            .collect();
+        let mut done = self.concurrently(jobs, |(r, seed)| self.generate_one(&requests[r], seed)).into_iter();
+        requests
+            .iter()
+            .map(|request| {
+                let sequences: Result<Vec<_>, RemoteError> = done.by_ref().take(request.n.max(1)).collect();
+                self.output(request, sequences?, started)
+            })
+            .collect()
     }
 
     fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>> {
-        Ok(self.concurrently(requests.iter().collect(), |r| self.score_one(r))?)
+        let Some(first) = requests.first() else { return Ok(Vec::new()) };
+        let mode = match self.scoring {
+            Some(mode) => mode,
+            None => {
+                let mode = self.scoring_mode(first)?;
+                self.scoring = Some(mode);
+                if let Some(served) = self.info.served.as_mut() {
+                    served["scoring"] = json!(match mode {
+                        Scoring::Echo => "echo",
+                        Scoring::Forced => "forced",
+                    });
+                }
+                mode
+            }
+        };
+        let results = self.concurrently(requests.iter().collect(), |r| match mode {
+            Scoring::Echo => self.score_one(r),
+            Scoring::Forced => self.score_forced(r),
+        });
+        Ok(results.into_iter().collect::<Result<_, _>>()?)
     }
 
     /// The server applies its own chat template; records keep the messages as JSON.
