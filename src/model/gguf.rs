@@ -257,6 +257,20 @@ impl GgufFile {
             }
         };
         let context_length = self.require_u64(&key("context_length"))? as usize;
+        // A sliding attention window (Mistral's) narrower than the context changes every
+        // position past it; our attention always sees the whole context, so such a model is
+        // refused rather than scored wrongly.
+        if let Some(window) = self.get_u64(&key("attention.sliding_window")) {
+            if (window as usize) < context_length {
+                return Err(ModelError::Unsupported {
+                    path: self.path.clone(),
+                    what: format!(
+                        "a sliding attention window of {window} positions ({}) is not supported",
+                        key("attention.sliding_window")
+                    ),
+                });
+            }
+        }
         let vocab_size = match self.content.tensor_infos.get("token_embd.weight") {
             Some(info) => info.shape.dims()[0],
             None => {
