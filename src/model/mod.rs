@@ -4,6 +4,7 @@
 //! [`LanguageModel`] trait, so an OpenAI-compatible backend can be added beside the local
 //! candle engine without touching its callers.
 
+mod attention;
 pub mod batch;
 pub mod chat;
 pub mod engine;
