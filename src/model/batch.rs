@@ -139,62 +139,19 @@ impl Engine {
                     break;
                 }
                 let (id, request) = job;
-                let job_index = jobs.len();
                 let prefill_started = Instant::now();
-                let prefilled = self.prefill(&request);
+                let admitted = self.admit(id, &request, jobs.len(), on_event);
                 stats.prefill_secs += prefill_started.elapsed().as_secs_f64();
-                match prefilled {
+                match admitted {
                     Err(e) => on_event(BatchEvent::Done { job: id, result: Err(e) }),
-                    Ok(prefilled) => {
-                        stats.prompt_tokens += prefilled.prompt_tokens;
-                        let mut job = Job {
-                            id,
-                            prompt_text: prefilled.prompt_text,
-                            prompt_tokens: prefilled.prompt_tokens,
-                            prefill_secs: prefilled.secs,
-                            decode_started: Instant::now(),
-                            decoded: 0,
-                            stop: request.stop.clone(),
-                            generations: vec![None; n],
-                        };
-                        let mut new_slots = Vec::new();
-                        for seq in 0..n {
-                            let sampler = Sampler::new(Sampling {
-                                seed: request.sampling.seed.wrapping_add(seq as u64),
-                                ..request.sampling
-                            });
-                            let mut state = SequenceState {
-                                sampler,
-                                tokens: Vec::new(),
-                                text: String::new(),
-                                finish: None,
-                            };
-                            if prefilled.max_new == 0 {
-                                state.finish = Some(FinishReason::Length);
-                            } else {
-                                let token = state.sampler.sample(&prefilled.logits);
-                                if let Err(e) =
-                                    self.push_token(&mut state, token, &request.stop, prefilled.max_new)
-                                {
-                                    on_event(BatchEvent::Done { job: id, result: Err(e) });
-                                    new_slots.clear();
-                                    job.generations.clear();
-                                    break;
-                                }
-                                on_event(BatchEvent::Text { job: id, seq, text: &state.text });
-                            }
-                            new_slots.push(Slot { job: job_index, seq, max_new: prefilled.max_new, state });
-                        }
-                        if job.generations.is_empty() {
-                            jobs.push(None);
-                            continue;
-                        }
+                    Ok((job, new_slots, cache)) => {
+                        stats.prompt_tokens += job.prompt_tokens;
                         jobs.push(Some(job));
                         // The prompt's cache serves every sequence: copies for all but one.
                         for _ in 1..new_slots.len() {
-                            caches.push(prefilled.cache.clone());
+                            caches.push(cache.clone());
                         }
-                        caches.push(prefilled.cache);
+                        caches.push(cache);
                         slots.extend(new_slots);
                     }
                 }
@@ -258,6 +215,48 @@ impl Engine {
             stats.decode_secs += step_started.elapsed().as_secs_f64();
             retire(&mut slots, &mut caches, &mut jobs, on_event);
         }
+    }
+}
+
+impl Engine {
+    /// Prefills `request` and samples each sequence's first token: the job (at index
+    /// `job_index` of the scheduler's jobs), its slots and the prompt's cache.
+    fn admit(
+        &self,
+        id: usize,
+        request: &GenerateRequest,
+        job_index: usize,
+        on_event: &mut dyn FnMut(BatchEvent<'_>),
+    ) -> Result<(Job, Vec<Slot>, KvCache)> {
+        let prefilled = self.prefill(request)?;
+        let n = request.n.max(1);
+        let mut slots = Vec::with_capacity(n);
+        for seq in 0..n {
+            let sampler = Sampler::new(Sampling {
+                seed: request.sampling.seed.wrapping_add(seq as u64),
+                ..request.sampling
+            });
+            let mut state = SequenceState { sampler, tokens: Vec::new(), text: String::new(), finish: None };
+            if prefilled.max_new == 0 {
+                state.finish = Some(FinishReason::Length);
+            } else {
+                let token = state.sampler.sample(&prefilled.logits);
+                self.push_token(&mut state, token, &request.stop, prefilled.max_new)?;
+                on_event(BatchEvent::Text { job: id, seq, text: &state.text });
+            }
+            slots.push(Slot { job: job_index, seq, max_new: prefilled.max_new, state });
+        }
+        let job = Job {
+            id,
+            prompt_text: prefilled.prompt_text,
+            prompt_tokens: prefilled.prompt_tokens,
+            prefill_secs: prefilled.secs,
+            decode_started: Instant::now(),
+            decoded: 0,
+            stop: request.stop.clone(),
+            generations: vec![None; n],
+        };
+        Ok((job, slots, prefilled.cache))
     }
 }
 
