@@ -13,6 +13,7 @@ pub mod def;
 pub mod engine;
 pub mod extract;
 pub mod html;
+mod items;
 pub mod metrics;
 pub mod prompt;
 pub mod record;

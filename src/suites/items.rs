@@ -1,0 +1,283 @@
+//! How items become records: a multiple-choice item scored, generation items sent to the model
+//! together, a code batch's completions run in one sandbox environment.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::{
+    ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest,
+};
+
+use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
+use super::config::Suite;
+use super::prompt::{build_prompt, choice_item, render_with, sha256_hex, stable_hash, Doc};
+use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
+use super::SuiteError;
+
+/// Docs handed to the model at once by generation suites: enough to keep a batch of decoding
+/// sequences full while records are still kept every few dozen docs.
+pub(super) const GENERATE_CHUNK: usize = 32;
+
+/// The request for one item of a generation suite: the suite's generation settings, and a
+/// sampling seed from (run seed, document id) so an item's output does not depend on order.
+fn generation_request(suite: &Suite, text: &str, seed: u64, doc: &Doc) -> GenerateRequest {
+    let g = suite.generation().expect("generation suites have [generation]");
+    GenerateRequest {
+        prompt: to_model_prompt(suite, text),
+        max_tokens: g.max_tokens,
+        sampling: Sampling {
+            temperature: g.temperature,
+            top_k: g.top_k,
+            top_p: g.top_p,
+            seed: stable_hash(&[b"sample", &seed.to_le_bytes(), doc.id.as_bytes()]),
+        },
+        stop: g.stop.clone(),
+        n: g.n,
+    }
+}
+
+fn to_model_prompt(suite: &Suite, text: &str) -> Prompt {
+    if suite.def.prompt.chat {
+        Prompt::Chat(vec![ChatMessage::new("user", text)])
+    } else {
+        Prompt::Text(text.to_string())
+    }
+}
+
+/// One run's inputs: what the model (or the completions file) and the sandbox turn into records.
+pub(super) struct Run<'a, 'm> {
+    pub(super) suite: &'a Suite,
+    pub(super) pool: Vec<Doc>,
+    pub(super) shots: usize,
+    pub(super) model: Option<&'m mut dyn LanguageModel>,
+    pub(super) runner: Option<&'a dyn CodeRunner>,
+    pub(super) completions: Option<HashMap<String, Vec<String>>>,
+}
+
+impl Run<'_, '_> {
+    fn base_record(&self, seed: u64, doc: &Doc, prompt: String) -> SampleRecord {
+        SampleRecord {
+            suite: self.suite.def.name.clone(),
+            seed,
+            doc_id: doc.id.clone(),
+            index: doc.row.index,
+            group: self.suite.def.group_by.as_deref().and_then(|f| doc.field_text(f)),
+            prompt_sha256: sha256_hex(&prompt),
+            prompt,
+            target: serde_json::Value::Null,
+            outputs: Vec::new(),
+            choices: Vec::new(),
+            extracted: BTreeMap::new(),
+            scores: BTreeMap::new(),
+            fingerprint: None,
+        }
+    }
+
+    fn model(&mut self) -> &mut dyn LanguageModel {
+        // Callers check for a model before starting (see `evaluate`).
+        &mut **self.model.as_mut().expect("checked before the run")
+    }
+
+    pub(super) fn multiple_choice(&mut self, seed: u64, doc: &Doc) -> Result<SampleRecord, SuiteError> {
+        let item = choice_item(self.suite, doc, seed)?;
+        let context = build_prompt(self.suite, &self.pool, doc, Some(&item), self.shots, seed)?;
+        let delimiter = self.suite.def.prompt.target_delimiter.clone();
+        let requests: Vec<ScoreRequest> = item
+            .continuations
+            .iter()
+            .map(|c| ScoreRequest { context: context.clone(), continuation: format!("{delimiter}{c}") })
+            .collect();
+        let scored = self
+            .model()
+            .score(&requests)
+            .map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+        let mut record = self.base_record(seed, doc, context);
+        record.target = item.gold.into();
+        for ((req, cont), out) in requests.iter().zip(&item.continuations).zip(&scored) {
+            record.choices.push(ChoiceRecord {
+                continuation: req.continuation.clone(),
+                loglikelihood: out.sum_logprob,
+                tokens: out.tokens.len(),
+                chars: cont.chars().count(),
+                is_greedy: out.is_greedy,
+            });
+        }
+        let preds = mc_predictions(&record.choices);
+        for (name, pred) in preds {
+            record.extracted.insert(name.into(), Some(pred.to_string()));
+            record.scores.insert(name.into(), f64::from(u8::from(pred == item.gold)));
+        }
+        Ok(record)
+    }
+
+    /// Generates for `docs` together (the model may batch them); one result per doc, in order.
+    pub(super) fn generate(&mut self, seed: u64, docs: &[&Doc]) -> Vec<Result<SampleRecord, SuiteError>> {
+        let mut requests = Vec::with_capacity(docs.len());
+        for doc in docs {
+            match build_prompt(self.suite, &self.pool, doc, None, self.shots, seed) {
+                Ok(prompt) => requests.push(generation_request(self.suite, &prompt, seed, doc)),
+                // Docs before the bad one still run; the run stops at its error.
+                Err(e) => {
+                    let mut results = self.generate(seed, &docs[..requests.len()]);
+                    results.push(Err(e));
+                    return results;
+                }
+            }
+        }
+        let outputs = self.model().generate_many(&requests);
+        docs.iter()
+            .zip(outputs)
+            .map(|(doc, out)| {
+                let out =
+                    out.map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+                self.generation_record(seed, doc, out)
+            })
+            .collect()
+    }
+
+    fn generation_record(
+        &self,
+        seed: u64,
+        doc: &Doc,
+        out: GenerateOutput,
+    ) -> Result<SampleRecord, SuiteError> {
+        let mut record = self.base_record(seed, doc, out.prompt_text.clone());
+        let target_text = render_with(self.suite, doc, "answer_target", &[])?;
+        let target = match &self.suite.target_pattern {
+            Some(re) => re
+                .captures(&target_text)
+                .and_then(|c| c.get(1).or_else(|| c.get(0)))
+                .map(|m| m.as_str().to_string())
+                .ok_or_else(|| doc.err(format!("the target pattern finds no answer in `{target_text}`")))?,
+            None => target_text,
+        };
+        let target = super::extract::normalize_answer(&target);
+        record.target = target.clone().into();
+        let text = out.sequences.first().map(|s| s.text.clone()).unwrap_or_default();
+        for s in &out.sequences {
+            record.outputs.push(OutputRecord { text: s.text.clone(), finish: Some(s.finish), status: None });
+        }
+        let mut answers = Vec::new();
+        for ex in &self.suite.extractors {
+            let answer = ex.extract(&text);
+            record.scores.insert(
+                format!("exact_match_{}", ex.name),
+                f64::from(u8::from(answer.as_deref() == Some(&target))),
+            );
+            record.scores.insert(format!("invalid_{}", ex.name), f64::from(u8::from(answer.is_none())));
+            record.extracted.insert(ex.name.clone(), answer.clone());
+            answers.push((ex.name.clone(), answer));
+        }
+        for (i, (a, x)) in answers.iter().enumerate() {
+            for (b, y) in &answers[i + 1..] {
+                let agree = x.is_some() && x == y;
+                record.scores.insert(format!("agree_{a}_{b}"), f64::from(u8::from(agree)));
+            }
+        }
+        if answers.len() > 2 {
+            let first = &answers[0].1;
+            let all = first.is_some() && answers.iter().all(|(_, y)| y == first);
+            record.scores.insert("agree_all".into(), f64::from(u8::from(all)));
+        }
+        Ok(record)
+    }
+
+    /// Generates (or looks up) completions for a batch of items, runs their programs in one
+    /// sandbox environment, and returns the finished records.
+    pub(super) fn code_batch(&mut self, seed: u64, batch: &[Doc]) -> Result<Vec<SampleRecord>, SuiteError> {
+        let code = self.suite.code().expect("checked at load").clone();
+        let mut records = Vec::new();
+        let mut programs = Vec::new();
+        let prompts: Vec<String> = batch
+            .iter()
+            .map(|doc| build_prompt(self.suite, &self.pool, doc, None, self.shots, seed))
+            .collect::<Result<_, _>>()?;
+        // Every completion of the batch first (the model decodes them together), then one
+        // sandbox run for all their programs.
+        let generated: Vec<(String, Vec<String>)> = match &self.completions {
+            Some(map) => batch
+                .iter()
+                .zip(&prompts)
+                .map(|(doc, prompt)| (prompt.clone(), map.get(&doc.id).cloned().unwrap_or_default()))
+                .collect(),
+            None => {
+                let requests: Vec<GenerateRequest> = batch
+                    .iter()
+                    .zip(&prompts)
+                    .map(|(doc, prompt)| {
+                        let mut sent = prompt.clone();
+                        if self.suite.def.prompt.strip_trailing_newline && sent.ends_with('\n') {
+                            sent.pop();
+                            if sent.ends_with('\r') {
+                                sent.pop();
+                            }
+                        }
+                        generation_request(self.suite, &sent, seed, doc)
+                    })
+                    .collect();
+                let outputs = self.model().generate_many(&requests);
+                batch
+                    .iter()
+                    .zip(outputs)
+                    .map(|(doc, out)| {
+                        let out = out.map_err(|e| SuiteError::Model {
+                            doc_id: doc.id.clone(),
+                            message: format!("{e:#}"),
+                        })?;
+                        Ok((out.prompt_text, out.sequences.into_iter().map(|s| s.text).collect()))
+                    })
+                    .collect::<Result<_, SuiteError>>()?
+            }
+        };
+        for ((doc, prompt), (sent, completions)) in batch.iter().zip(&prompts).zip(generated) {
+            let mut record = self.base_record(seed, doc, sent);
+            for completion in completions {
+                let source = render_with(
+                    self.suite,
+                    doc,
+                    "program",
+                    &[("completion", completion.clone().into()), ("prompt_text", prompt.clone().into())],
+                )?;
+                programs.push(Program { source, timeout_s: code.timeout_s });
+                record.outputs.push(OutputRecord { text: completion, finish: None, status: None });
+            }
+            records.push(record);
+        }
+        let runner = self.runner.ok_or_else(|| SuiteError::Needs {
+            suite: self.suite.def.name.clone(),
+            what: "a sandbox to execute programs in",
+        })?;
+        let statuses = runner.run(&programs)?;
+        let mut statuses = statuses.into_iter();
+        for record in &mut records {
+            for output in &mut record.outputs {
+                output.status = Some(statuses.next().unwrap_or(ProgramStatus::Error));
+            }
+            if record.outputs.is_empty() {
+                continue;
+            }
+            let statuses: Vec<ProgramStatus> = record.outputs.iter().filter_map(|o| o.status).collect();
+            record.scores = code_scores(&statuses, &code.ks);
+        }
+        Ok(records)
+    }
+}
+
+/// The option each multiple-choice metric picks: `acc` by total log-likelihood, `acc_norm`
+/// by log-likelihood per character of the option, `acc_norm_tokens` per token. Ties go to
+/// the first option.
+pub fn mc_predictions(choices: &[ChoiceRecord]) -> [(&'static str, usize); 3] {
+    let argmax = |key: &dyn Fn(&ChoiceRecord) -> f64| -> usize {
+        let mut best = 0;
+        for (i, c) in choices.iter().enumerate() {
+            if key(c) > key(&choices[best]) {
+                best = i;
+            }
+        }
+        best
+    };
+    [
+        ("acc", argmax(&|c| c.loglikelihood)),
+        ("acc_norm", argmax(&|c| c.loglikelihood / c.chars.max(1) as f64)),
+        ("acc_norm_tokens", argmax(&|c| c.loglikelihood / c.tokens.max(1) as f64)),
+    ]
+}
