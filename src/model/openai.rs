@@ -396,18 +396,18 @@ impl OpenAiModel {
         Ok(out)
     }
 
-    /// Which way this server scores: echo if it answers with prompt log-probabilities, else
-    /// forcing if it tokenizes, else an error naming both.
-    fn scoring_mode(&self, probe: &ScoreRequest) -> Result<Scoring, RemoteError> {
+    /// Which way this server scores: echo if it answers with prompt log-probabilities (then
+    /// with the probe's own score), else forcing if it tokenizes, else an error naming both.
+    fn scoring_mode(&self, probe: &ScoreRequest) -> Result<(Scoring, Option<ScoreOutput>), RemoteError> {
         let echo_refused = match self.score_one(probe) {
-            Ok(_) => return Ok(Scoring::Echo),
+            Ok(scored) => return Ok((Scoring::Echo, Some(scored))),
             Err(e @ (RemoteError::Transport { .. } | RemoteError::NoModel { .. })) => return Err(e),
             Err(e) => e,
         };
         match self.tokenize("a") {
             Ok(_) => {
                 tracing::info!(server = %self.connection.base, reason = %echo_refused, "scoring by forced tokens");
-                Ok(Scoring::Forced)
+                Ok((Scoring::Forced, None))
             }
             Err(_) => Err(RemoteError::MissingCapability {
                 url: format!("{}/completions", self.connection.base),
@@ -448,10 +448,11 @@ impl LanguageModel for OpenAiModel {
 
     fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>> {
         let Some(first) = requests.first() else { return Ok(Vec::new()) };
-        let mode = match self.scoring {
-            Some(mode) => mode,
+        // The first call finds the mode; an echo probe's score is kept, not asked for again.
+        let (mode, probed) = match self.scoring {
+            Some(mode) => (mode, None),
             None => {
-                let mode = self.scoring_mode(first)?;
+                let (mode, probed) = self.scoring_mode(first)?;
                 self.scoring = Some(mode);
                 if let Some(served) = self.info.served.as_mut() {
                     served["scoring"] = json!(match mode {
@@ -459,14 +460,15 @@ impl LanguageModel for OpenAiModel {
                         Scoring::Forced => "forced",
                     });
                 }
-                mode
+                (mode, probed)
             }
         };
-        let results = self.concurrently(requests.iter().collect(), |r| match mode {
+        let rest = if probed.is_some() { &requests[1..] } else { requests };
+        let results = self.concurrently(rest.iter().collect(), |r| match mode {
             Scoring::Echo => self.score_one(r),
             Scoring::Forced => self.score_forced(r),
         });
-        Ok(results.into_iter().collect::<Result<_, _>>()?)
+        Ok(probed.into_iter().map(Ok).chain(results).collect::<Result<_, _>>()?)
     }
 
     /// The server applies its own chat template; records keep the messages as JSON.

@@ -69,6 +69,18 @@ unsafe fn unpack_q6k(ql: *const u8, qh: *const u8) -> [__m256i; 8] {
     q
 }
 
+/// Σ over the 256 values of quant × activation quant × the scale of its 16-bit lane group
+/// (`scales[j]` covers values `32j..32j+32`), as an exact integer.
+#[inline(always)]
+unsafe fn scaled_sum(q: &[__m256i; 8], scales: &[__m256i; 8], a: &ActBlockK) -> i32 {
+    let mut sum = _mm256_setzero_si256();
+    for j in 0..8 {
+        let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], y), scales[j]));
+    }
+    hsum_i32(sum)
+}
+
 /// Dot products of one K-quant weight row (`nb` super-blocks) with `R` activation rows.
 ///
 /// # Safety
@@ -107,13 +119,7 @@ pub unsafe fn dot_rows_k<const R: usize>(
                 let (d, dmin) = (read_f16(blk, 0), read_f16(blk, 2));
                 for r in 0..R {
                     let a = &ys[r][b];
-                    let mut sum = _mm256_setzero_si256();
-                    for j in 0..8 {
-                        let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
-                        let pairs = _mm256_maddubs_epi16(q[j], y);
-                        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scales[j]));
-                    }
-                    let sumi = hsum_i32(sum);
+                    let sumi = scaled_sum(&q, &scales, a);
                     let mut summ = 0i32;
                     for j in 0..8 {
                         summ += m[j] as i32 * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32);
@@ -132,17 +138,11 @@ pub unsafe fn dot_rows_k<const R: usize>(
                 let d = read_f16(blk, 208);
                 for r in 0..R {
                     let a = &ys[r][b];
-                    let mut sum = _mm256_setzero_si256();
-                    for j in 0..8 {
-                        let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
-                        let pairs = _mm256_maddubs_epi16(q[j], y);
-                        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scales[j]));
-                    }
                     let mut offset = 0i32;
                     for g in 0..16 {
                         offset += sc[g] as i32 * a.bsums[g] as i32;
                     }
-                    let sumi = hsum_i32(sum) - 32 * offset;
+                    let sumi = scaled_sum(&q, &scales, a) - 32 * offset;
                     acc[r] = (d * a.d).mul_add(sumi as f32, acc[r]);
                 }
             }
