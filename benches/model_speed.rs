@@ -9,8 +9,8 @@
 //!    measures), and for the default model per-token log-probs of the fidelity fixture's text.
 //! 2. llama.cpp: `llama-bench -p 512 -n 128 -t N -o json` (built by scripts/build-llama-cpp into
 //!    the cache if missing), also a child process, its peak RSS from `wait4`.
-//! 3. A QLinear micro-benchmark per file: our quantized matmul against candle's `QMatMul` on the
-//!    model's own weight matrices, 1 row (decode) and 512 rows (prefill).
+//!
+//! The kernels alone, per weight matrix, are measured by `benches/kernels.rs`.
 //!
 //! Environment: `REPAIRBENCH_BENCH_MODEL` (one model source instead of the files above),
 //! `REPAIRBENCH_THREADS` (one thread count instead of 1 and 2), `REPAIRBENCH_BENCH_REPS`
@@ -20,13 +20,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
-use candle_core::quantized::gguf_file;
-use candle_core::{Device, Tensor};
-use repairbench::model::kernels::QLinear;
 use repairbench::model::transformer::Logits;
 use repairbench::model::{Engine, LanguageModel, DEFAULT_MODEL};
 use serde::{Deserialize, Serialize};
@@ -154,11 +150,6 @@ fn main() -> anyhow::Result<()> {
             100.0 * f.llama_single_argmax
         );
         println!("(every file's fidelity against llama.cpp is checked by tests/llama_cpp_quants.rs)");
-    }
-    println!();
-    rayon::ThreadPoolBuilder::new().num_threads(*thread_counts.last().unwrap_or(&2)).build_global()?;
-    for (_, path) in &files {
-        qlinear_micro(path)?;
     }
     Ok(())
 }
@@ -307,57 +298,4 @@ fn run_llama_bench(model: &Path, threads: usize, reps: usize) -> anyhow::Result<
             .with_context(|| format!("llama-bench result for n_prompt={prompt} n_gen={gen}"))
     };
     Ok(LlamaFigures { prefill_tok_s: rate(512, 0)?, decode_tok_s: rate(0, 128)?, peak_rss_mib: rss })
-}
-
-/// Runs `f` repeatedly for about `budget` and returns the median time of one call.
-fn time_it(budget: Duration, mut f: impl FnMut()) -> Duration {
-    f();
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < budget || times.len() < 3 {
-        let t = Instant::now();
-        f();
-        times.push(t.elapsed());
-    }
-    times.sort();
-    times[times.len() / 2]
-}
-
-fn qlinear_micro(model: &Path) -> anyhow::Result<()> {
-    let mut file = std::fs::File::open(model)?;
-    let content = gguf_file::Content::read(&mut file)?;
-    let names =
-        ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"];
-    println!("QLinear micro-benchmark (median per call; ratio = candle time / our time)");
-    println!(
-        "{:<24} {:>6} {:>12} {:>5} {:>12} {:>12} {:>8}",
-        "tensor", "dtype", "shape", "rows", "ours", "candle", "ratio"
-    );
-    for name in names {
-        let Ok(weight) = content.tensor(&mut file, name, &Device::Cpu) else { continue };
-        let dtype = weight.dtype();
-        let layer = QLinear::new(Arc::new(weight))?;
-        let (n, k) = (layer.out_features(), layer.in_features());
-        for m in [1usize, 512] {
-            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
-            let budget = Duration::from_millis(if m == 1 { 300 } else { 1500 });
-            let ours = time_it(budget, || {
-                layer.forward(&x).unwrap();
-            });
-            let candle = time_it(budget, || {
-                layer.forward_candle(&x).unwrap();
-            });
-            println!(
-                "{:<24} {:>6} {:>12} {:>5} {:>10.1}µs {:>10.1}µs {:>7.2}x",
-                name,
-                format!("{dtype:?}"),
-                format!("{n}x{k}"),
-                m,
-                ours.as_secs_f64() * 1e6,
-                candle.as_secs_f64() * 1e6,
-                candle.as_secs_f64() / ours.as_secs_f64()
-            );
-        }
-    }
-    Ok(())
 }

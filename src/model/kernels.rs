@@ -4,21 +4,23 @@
 //! Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and F16 weights it runs our own kernels: the activations
 //! are quantized once per matmul as llama.cpp does (8 bits per 32 values for the 32-value
 //! formats, per 256 values for the K-quants, f16 rounding for F16), then every output is an
-//! integer dot product per block, AVX2 when the CPU has it (detected at run time) and portable
-//! scalar code with the same arithmetic otherwise, threaded over output rows on rayon's pool.
+//! integer dot product per block, with AVX-512 VNNI (on 256-bit vectors) or AVX2 when the CPU
+//! has them (detected at run time) and portable scalar code with the same arithmetic otherwise,
+//! threaded over output rows on rayon's pool.
 //! Other formats go through candle's `QMatMul`. AMX is never used: it traps in the virtual
 //! machines we run on.
 //!
-//! Every output element is computed by the same instructions whatever the number of input rows
-//! (rows are tiled, but each row has its own accumulators), so a row's result never depends on
-//! the rows batched with it.
+//! Every output element is computed by the same operations whatever the number of input rows
+//! (rows are tiled, but each pair of rows has its own accumulators), so a row's result never
+//! depends on the rows batched with it; every path gives the same bits.
 
-mod avx2;
-mod avx2_k;
 mod kquant;
 mod quant;
+mod x86;
+mod x86_k;
 
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Result, Storage, Tensor};
@@ -74,6 +76,8 @@ impl Format {
 /// Which implementation of our kernels runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelPath {
+    /// AVX2's features plus AVX-512 F/BW/DQ/VL/VNNI: 256-bit vectors, and 512-bit ones for F16.
+    Avx512Vnni,
     /// AVX2 + FMA + F16C.
     Avx2,
     /// Portable code, bit-identical results to [`KernelPath::Avx2`].
@@ -83,11 +87,23 @@ pub enum KernelPath {
 impl KernelPath {
     /// The fastest path this CPU supports.
     pub fn detect() -> Self {
+        Self::available().into_iter().next().unwrap_or(Self::Scalar)
+    }
+
+    /// Every path this CPU runs, fastest first (the scalar path last).
+    pub fn available() -> Vec<Self> {
+        let mut paths = Vec::new();
         #[cfg(target_arch = "x86_64")]
-        if avx2::available() {
-            return Self::Avx2;
+        {
+            if x86::has_avx512_vnni() {
+                paths.push(Self::Avx512Vnni);
+            }
+            if x86::has_avx2() {
+                paths.push(Self::Avx2);
+            }
         }
-        Self::Scalar
+        paths.push(Self::Scalar);
+        paths
     }
 }
 
@@ -121,7 +137,9 @@ pub struct QLinear {
     weight: Arc<QTensor>,
     /// Set when our kernels handle this weight's format and shape.
     format: Option<Format>,
-    fallback: QMatMul,
+    /// candle's matmul for this weight, made on first use: for F16 it holds a dequantized copy
+    /// of the weight, which our own kernels never need.
+    fallback: Arc<OnceLock<QMatMul>>,
     out_features: usize,
     in_features: usize,
 }
@@ -131,7 +149,12 @@ impl QLinear {
         let (out_features, in_features) = weight.shape().dims2()?;
         let format = Format::of(weight.dtype())
             .filter(|f| in_features.is_multiple_of(f.block_values()) && weight.device().is_cpu());
-        Ok(Self { fallback: QMatMul::from_arc(weight.clone())?, weight, format, out_features, in_features })
+        let fallback = Arc::new(OnceLock::new());
+        if format.is_none() {
+            // Made now, so that a weight candle cannot take fails at load time.
+            let _ = fallback.set(QMatMul::from_arc(weight.clone())?);
+        }
+        Ok(Self { fallback, weight, format, out_features, in_features })
     }
 
     pub fn out_features(&self) -> usize {
@@ -158,13 +181,21 @@ impl QLinear {
             Some(format) if x.device().is_cpu() && x.dtype() == DType::F32 => {
                 self.forward_own(x, format, path)
             }
-            _ => self.fallback.forward(x),
+            _ => self.candle()?.forward(x),
         }
     }
 
     /// candle's own quantized matmul for this weight (benchmarks compare against it).
     pub fn forward_candle(&self, x: &Tensor) -> Result<Tensor> {
-        self.fallback.forward(x)
+        self.candle()?.forward(x)
+    }
+
+    fn candle(&self) -> Result<&QMatMul> {
+        if let Some(matmul) = self.fallback.get() {
+            return Ok(matmul);
+        }
+        let matmul = QMatMul::from_arc(self.weight.clone())?;
+        Ok(self.fallback.get_or_init(|| matmul))
     }
 
     fn forward_own(&self, x: &Tensor, format: Format, path: KernelPath) -> Result<Tensor> {
@@ -227,10 +258,52 @@ fn activations<A: Copy + Send + Sync>(
     acts
 }
 
-/// Dot products of one weight row with `R` activation rows, for one weight format and path.
+/// Dot products of weight rows with `R` activation rows, for one weight format and path.
 trait RowDot: Sync {
     type Act: Sync;
-    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[Self::Act]; R]) -> [f32; R];
+    /// `out[r][j - rows.start] = w_j · ys[r]` for every weight row `j` in `rows`, `C` weight rows
+    /// at a time (row `j` is `w[j * row_bytes..][..row_bytes]`, `nb` blocks).
+    fn dot_rows<const R: usize, const C: usize>(
+        &self,
+        w: &[u8],
+        row_bytes: usize,
+        rows: Range<usize>,
+        nb: usize,
+        ys: [&[Self::Act]; R],
+        out: &mut [&mut [f32]; R],
+    );
+}
+
+/// The scalar path: one weight row and one activation row at a time.
+fn scalar_rows<A, const R: usize>(
+    w: &[u8],
+    row_bytes: usize,
+    rows: Range<usize>,
+    ys: [&[A]; R],
+    out: &mut [&mut [f32]; R],
+    dot: impl Fn(&[u8], &[A]) -> f32,
+) {
+    for j in rows.clone() {
+        let wr = &w[j * row_bytes..][..row_bytes];
+        for r in 0..R {
+            out[r][j - rows.start] = dot(wr, ys[r]);
+        }
+    }
+}
+
+/// Runs the x86 entry point `$f` of the path's instruction set, else the scalar code.
+macro_rules! dispatch {
+    ($path:expr, $f:ident::<$($g:tt),*>($($arg:expr),*), else $scalar:expr) => {
+        match $path {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU features are checked just before; the entry points assert sizes.
+            KernelPath::Avx512Vnni if x86::has_avx512_vnni() => unsafe { x86::avx512_vnni::$f::<$($g),*>($($arg),*) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            KernelPath::Avx2 if x86::has_avx2() => unsafe { x86::avx2::$f::<$($g),*>($($arg),*) },
+            _ => $scalar,
+        }
+    };
 }
 
 struct BlockDot {
@@ -240,16 +313,20 @@ struct BlockDot {
 
 impl RowDot for BlockDot {
     type Act = ActBlock;
-    #[inline]
-    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[ActBlock]; R]) -> [f32; R] {
-        match self.path {
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx2 if avx2::available() => {
-                // SAFETY: the CPU features are checked just above; the caller sized `w` and `ys`.
-                unsafe { avx2::dot_rows(self.format, w, nb, ys) }
-            }
-            _ => ys.map(|y| quant::dot_row(self.format, w, y)),
-        }
+    fn dot_rows<const R: usize, const C: usize>(
+        &self,
+        w: &[u8],
+        row_bytes: usize,
+        rows: Range<usize>,
+        nb: usize,
+        ys: [&[ActBlock]; R],
+        out: &mut [&mut [f32]; R],
+    ) {
+        dispatch!(
+            self.path,
+            block_rows::<R, C>(self.format, w, row_bytes, rows, nb, ys, out),
+            else scalar_rows(w, row_bytes, rows, ys, out, |wr, y| quant::dot_row(self.format, wr, y))
+        )
     }
 }
 
@@ -260,16 +337,20 @@ struct KDot {
 
 impl RowDot for KDot {
     type Act = ActBlockK;
-    #[inline]
-    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[ActBlockK]; R]) -> [f32; R] {
-        match self.path {
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx2 if avx2::available() => {
-                // SAFETY: as for `BlockDot`.
-                unsafe { avx2_k::dot_rows_k(self.format, w, nb, ys) }
-            }
-            _ => ys.map(|y| kquant::dot_row_k(self.format, w, y)),
-        }
+    fn dot_rows<const R: usize, const C: usize>(
+        &self,
+        w: &[u8],
+        row_bytes: usize,
+        rows: Range<usize>,
+        nb: usize,
+        ys: [&[ActBlockK]; R],
+        out: &mut [&mut [f32]; R],
+    ) {
+        dispatch!(
+            self.path,
+            k_rows::<R, C>(self.format, w, row_bytes, rows, nb, ys, out),
+            else scalar_rows(w, row_bytes, rows, ys, out, |wr, y| kquant::dot_row_k(self.format, wr, y))
+        )
     }
 }
 
@@ -279,16 +360,20 @@ struct F16Dot {
 
 impl RowDot for F16Dot {
     type Act = [f32; QK];
-    #[inline]
-    fn dot<const R: usize>(&self, w: &[u8], nb: usize, ys: [&[[f32; QK]]; R]) -> [f32; R] {
-        match self.path {
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx2 if avx2::available() => {
-                // SAFETY: as for `BlockDot`.
-                unsafe { avx2::dot_rows_f16(w, nb, ys) }
-            }
-            _ => ys.map(|y| quant::dot_row_f16(w, y)),
-        }
+    fn dot_rows<const R: usize, const C: usize>(
+        &self,
+        w: &[u8],
+        row_bytes: usize,
+        rows: Range<usize>,
+        nb: usize,
+        ys: [&[[f32; QK]]; R],
+        out: &mut [&mut [f32]; R],
+    ) {
+        dispatch!(
+            self.path,
+            f16_rows::<R, C>(w, row_bytes, rows, nb, ys, out),
+            else scalar_rows(w, row_bytes, rows, ys, out, quant::dot_row_f16)
+        )
     }
 }
 
@@ -330,19 +415,20 @@ fn matmul<D: RowDot>(dot: &D, w: &[u8], acts: &[D::Act], shape: Shape, out: &mut
         let j0 = t * rows_per_task;
         let columns = j0..(j0 + rows_per_task).min(n);
         let tile = Tile { w, row_bytes, nb, acts, n, out: out_ptr };
-        // Activation rows in tiles of 8, then 4, then 1: one weight row is loaded and unpacked
-        // once per tile.
+        // Activation rows in tiles of 8, then 4, then 1: one weight block is loaded and
+        // unpacked once per tile; the fewer the activation rows, the more weight rows a tile
+        // holds, so that it keeps as many independent accumulators.
         let mut i = 0;
         while i + 8 <= m {
-            tile.run::<D, 8>(dot, i, columns.clone());
+            tile.run::<D, 8, 1>(dot, i, columns.clone());
             i += 8;
         }
         while i + 4 <= m {
-            tile.run::<D, 4>(dot, i, columns.clone());
+            tile.run::<D, 4, 2>(dot, i, columns.clone());
             i += 4;
         }
         for i in i..m {
-            tile.run::<D, 1>(dot, i, columns.clone());
+            tile.run::<D, 1, 4>(dot, i, columns.clone());
         }
     });
 }
@@ -358,29 +444,36 @@ struct Tile<'a, A> {
 }
 
 impl<A> Tile<'_, A> {
-    /// Activation rows `i..i+R` against weight rows `columns`.
+    /// Activation rows `i..i+R` against weight rows `columns`, `C` weight rows at a time.
     #[inline]
-    fn run<D: RowDot<Act = A>, const R: usize>(&self, dot: &D, i: usize, columns: std::ops::Range<usize>) {
+    fn run<D: RowDot<Act = A>, const R: usize, const C: usize>(
+        &self,
+        dot: &D,
+        i: usize,
+        columns: Range<usize>,
+    ) {
+        let m = self.acts.len() / self.nb;
+        assert!(i + R <= m && columns.end <= self.n);
         let ys: [&[A]; R] = std::array::from_fn(|r| &self.acts[(i + r) * self.nb..][..self.nb]);
-        for j in columns {
-            let wr = &self.w[j * self.row_bytes..][..self.row_bytes];
-            for (r, v) in dot.dot(wr, self.nb, ys).into_iter().enumerate() {
-                debug_assert!(j < self.n && (i + r) * self.n + j < self.acts.len() / self.nb * self.n);
-                // SAFETY: in bounds (row i + r < m, column j < n) and column j belongs to this
-                // task only.
-                unsafe { *self.out.get().add((i + r) * self.n + j) = v };
-            }
-        }
+        // SAFETY: row i + r < m and columns ⊆ 0..n, so each slice is inside the m × n output;
+        // the R slices are on different rows, and these columns belong to this task only.
+        let mut out: [&mut [f32]; R] = std::array::from_fn(|r| unsafe {
+            std::slice::from_raw_parts_mut(
+                self.out.get().add((i + r) * self.n + columns.start),
+                columns.len(),
+            )
+        });
+        dot.dot_rows::<R, C>(self.w, self.row_bytes, columns, self.nb, ys, &mut out);
     }
 }
 
 fn quantize_row(path: KernelPath, x: &[f32], out: &mut [ActBlock]) {
     match path {
         #[cfg(target_arch = "x86_64")]
-        KernelPath::Avx2 if avx2::available() => {
+        KernelPath::Avx512Vnni | KernelPath::Avx2 if x86::has_avx2() => {
             assert_eq!(x.len(), out.len() * QK);
             // SAFETY: the CPU features are checked just above, the lengths asserted.
-            unsafe { avx2::quantize_row(x, out) }
+            unsafe { x86::quantize_row(x, out) }
         }
         _ => quant::quantize_row(x, out),
     }

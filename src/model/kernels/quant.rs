@@ -41,19 +41,23 @@ impl WeightFormat {
 }
 
 /// 32 activations quantized to 8 bits: llama.cpp's `block_q8_1` with its f16 fields widened
-/// to f32 (their values are f16-rounded, so nothing differs but the layout).
+/// to f32 (their values are f16-rounded, so nothing differs but the layout), plus each lane's
+/// quant sum times −128 for the VNNI kernels.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[repr(C, align(8))]
+#[repr(C, align(32))]
 pub struct ActBlock {
+    pub qs: [i8; QK],
+    /// `−128 · Σ qs[4l..4l+4]` per lane `l`: VNNI multiplies unsigned by signed bytes, so signed
+    /// weight quants are read as `x + 128` and this takes the excess back out exactly.
+    pub bias: [i32; 8],
     /// Scale, f16-rounded.
     pub d: f32,
-    /// `d·Σqs`, f16-rounded; only Q4_1's kernel uses it.
+    /// `d·Σqs`, f16-rounded; only the kernels of formats with a minimum use it.
     pub s: f32,
-    pub qs: [i8; QK],
 }
 
 impl ActBlock {
-    pub const ZERO: Self = Self { d: 0.0, s: 0.0, qs: [0; QK] };
+    pub const ZERO: Self = Self { qs: [0; QK], bias: [0; 8], d: 0.0, s: 0.0 };
 }
 
 fn f16_round(x: f32) -> f32 {
@@ -78,6 +82,9 @@ pub fn quantize_row(x: &[f32], out: &mut [ActBlock]) {
             let r = (v * id).round_ties_even() as i32;
             *q = r as i8;
             sum += r;
+        }
+        for (l, bias) in block.bias.iter_mut().enumerate() {
+            *bias = -128 * block.qs[4 * l..4 * l + 4].iter().map(|&q| q as i32).sum::<i32>();
         }
         block.d = f16_round(d);
         block.s = f16_round(d * sum as f32);

@@ -62,22 +62,41 @@ fn own_kernels_handle_their_formats_only() {
     assert!(!layer(GgmlDType::F32, 4, 64, 1).uses_own_kernels());
 }
 
-#[test]
-fn every_format_gives_identical_bits_on_both_paths() {
-    assert_eq!(KernelPath::detect(), KernelPath::Avx2, "this test needs a CPU with AVX2/FMA/F16C");
-    for dtype in ALL_FORMATS {
-        for (n, k) in K_SHAPES {
-            let l = layer(dtype, n, k, 17);
-            for m in ROWS {
-                let x = input(m, k, 19 + m as u64);
-                let simd = rows(&l.forward_on(&x, KernelPath::Avx2).unwrap());
-                let scalar = rows(&l.forward_on(&x, KernelPath::Scalar).unwrap());
-                for (a, b) in simd.iter().flatten().zip(scalar.iter().flatten()) {
-                    assert_eq!(a.to_bits(), b.to_bits(), "{dtype:?} n={n} k={k} m={m}: {a} vs {b}");
+/// The vector paths this CPU runs; our machines all have AVX2, so a CPU without it fails here
+/// rather than leaving the vector code untested.
+fn vector_paths() -> Vec<KernelPath> {
+    let paths = KernelPath::available();
+    assert!(paths.contains(&KernelPath::Avx2), "this test needs a CPU with AVX2/FMA/F16C");
+    eprintln!("kernel paths on this CPU: {paths:?}");
+    paths.into_iter().filter(|p| *p != KernelPath::Scalar).collect()
+}
+
+/// Every vector path against the scalar one, bit for bit.
+fn assert_paths_identical(formats: &[GgmlDType], shapes: &[(usize, usize)], seed: u64) {
+    for path in vector_paths() {
+        for &dtype in formats {
+            for &(n, k) in shapes {
+                let l = layer(dtype, n, k, seed);
+                for m in ROWS {
+                    let x = input(m, k, seed + 2 + m as u64);
+                    let simd = rows(&l.forward_on(&x, path).unwrap());
+                    let scalar = rows(&l.forward_on(&x, KernelPath::Scalar).unwrap());
+                    for (a, b) in simd.iter().flatten().zip(scalar.iter().flatten()) {
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "{path:?} {dtype:?} n={n} k={k} m={m}: {a} vs {b}"
+                        );
+                    }
                 }
             }
         }
     }
+}
+
+#[test]
+fn every_format_gives_identical_bits_on_every_path() {
+    assert_paths_identical(&ALL_FORMATS, &K_SHAPES, 17);
 }
 
 /// The activations each format's kernel reads, dequantized: 8-bit per 32 or per 256 values, or
@@ -145,23 +164,8 @@ fn every_format_equals_its_dequantized_reference() {
 }
 
 #[test]
-fn scalar_and_simd_paths_give_identical_bits() {
-    if KernelPath::detect() != KernelPath::Avx2 {
-        panic!("this test needs a CPU with AVX2/FMA/F16C to compare the two paths");
-    }
-    for dtype in FORMATS {
-        for (n, k) in SHAPES {
-            let l = layer(dtype, n, k, 7);
-            for m in ROWS {
-                let x = input(m, k, 11 + m as u64);
-                let simd = rows(&l.forward_on(&x, KernelPath::Avx2).unwrap());
-                let scalar = rows(&l.forward_on(&x, KernelPath::Scalar).unwrap());
-                for (a, b) in simd.iter().flatten().zip(scalar.iter().flatten()) {
-                    assert_eq!(a.to_bits(), b.to_bits(), "{dtype:?} n={n} k={k} m={m}: {a} vs {b}");
-                }
-            }
-        }
-    }
+fn block_formats_give_identical_bits_on_every_path_and_shape() {
+    assert_paths_identical(&FORMATS, &SHAPES, 7);
 }
 
 /// The integer block sums of our kernels, recomputed the plain way in f64: differs from the
@@ -294,7 +298,7 @@ fn other_formats_fall_back_to_candle() {
 
 #[test]
 fn activation_quantization_is_the_same_on_both_paths() {
-    assert_eq!(KernelPath::detect(), KernelPath::Avx2, "this test needs AVX2/FMA/F16C");
+    vector_paths();
     let mut xs = pseudo_random(32 * 40, 21);
     // Ties (x·id exactly n + 0.5), zeros, a whole zero block, negative extremes.
     xs[0] = 127.0;
@@ -306,7 +310,7 @@ fn activation_quantization_is_the_same_on_both_paths() {
     let mut scalar = vec![ActBlock::ZERO; 40];
     let mut simd = vec![ActBlock::ZERO; 40];
     quant::quantize_row(&xs, &mut scalar);
-    unsafe { avx2::quantize_row(&xs, &mut simd) };
+    unsafe { x86::quantize_row(&xs, &mut simd) };
     assert_eq!(scalar, simd);
     assert_eq!(&scalar[0].qs[..4], &[127, 0, 2, -2]);
 }

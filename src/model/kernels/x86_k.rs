@@ -1,0 +1,223 @@
+//! x86 kernels for K-quant super-blocks: the quants of one weight super-block are unpacked once
+//! into eight 32-byte vectors, then for each activation row the products are summed (`maddubs`,
+//! then `madd` or VNNI's `vpdpwssd` with the sub-block scales) into the same exact integers
+//! `kquant::block_sums` computes, and scaled with the same float operations, so every path gives
+//! identical bits. Tiles of `R` activation rows × `C` weight rows as in `x86.rs`.
+
+#![cfg(target_arch = "x86_64")]
+// Index loops mirror the block layouts (several arrays indexed by the same sub-block).
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::kquant::{scales_mins, ActBlockK, KFormat, QK_K};
+use super::quant::read_f16;
+use super::x86::{prefetch, Isa, PREFETCH_TILES};
+
+const _: () = assert!(QK_K == 256);
+
+#[inline(always)]
+unsafe fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// Bit `shift` of every byte of `v`, moved to bit 4 (Q5_K's fifth bit).
+#[inline(always)]
+unsafe fn bit_to_16(v: __m256i, shift: i32) -> __m256i {
+    let bit = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(1));
+    _mm256_slli_epi16(bit, 4)
+}
+
+/// Bits `shift` and `shift + 1` of every byte of `v`, moved to bits 4 and 5 (Q6_K's high bits).
+#[inline(always)]
+unsafe fn two_bits_to_16(v: __m256i, shift: i32) -> __m256i {
+    let bits = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
+    _mm256_slli_epi16(bits, 4)
+}
+
+/// Q4_K/Q5_K quants in value order: vector `j` holds values `32j..32j+32`.
+#[inline(always)]
+unsafe fn unpack_k45(qs: *const u8, qh: Option<*const u8>) -> [__m256i; 8] {
+    let low4 = _mm256_set1_epi8(0x0F);
+    let mut q = [_mm256_setzero_si256(); 8];
+    let high = qh.map(|p| _mm256_loadu_si256(p as *const __m256i));
+    for c in 0..4 {
+        let bytes = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
+        let mut lo = _mm256_and_si256(bytes, low4);
+        let mut hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+        if let Some(h) = high {
+            lo = _mm256_or_si256(lo, bit_to_16(h, 2 * c as i32));
+            hi = _mm256_or_si256(hi, bit_to_16(h, 2 * c as i32 + 1));
+        }
+        q[2 * c] = lo;
+        q[2 * c + 1] = hi;
+    }
+    q
+}
+
+/// Q6_K quants (0..64, value = quant − 32) in value order.
+#[inline(always)]
+unsafe fn unpack_q6k(ql: *const u8, qh: *const u8) -> [__m256i; 8] {
+    let low4 = _mm256_set1_epi8(0x0F);
+    let mut q = [_mm256_setzero_si256(); 8];
+    for half in 0..2 {
+        let l0 = _mm256_loadu_si256(ql.add(64 * half) as *const __m256i);
+        let l1 = _mm256_loadu_si256(ql.add(64 * half + 32) as *const __m256i);
+        let h = _mm256_loadu_si256(qh.add(32 * half) as *const __m256i);
+        q[4 * half] = _mm256_or_si256(_mm256_and_si256(l0, low4), two_bits_to_16(h, 0));
+        q[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), two_bits_to_16(h, 2));
+        q[4 * half + 2] =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), two_bits_to_16(h, 4));
+        q[4 * half + 3] =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), two_bits_to_16(h, 6));
+    }
+    q
+}
+
+/// Σ over the 256 values of quant × activation quant × the scale of its 16-bit lane group
+/// (`scales[j]` covers values `32j..32j+32`), as an exact integer.
+#[inline(always)]
+unsafe fn scaled_sum<O: Isa>(q: &[__m256i; 8], scales: &[__m256i; 8], a: &ActBlockK) -> i32 {
+    let mut sum = _mm256_setzero_si256();
+    for j in 0..8 {
+        let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
+        sum = O::dot_i16(sum, _mm256_maddubs_epi16(q[j], y), scales[j]);
+    }
+    hsum_i32(sum)
+}
+
+/// One super-block of one weight row against `R` activation rows, added to `acc` (and the
+/// minimums' share to `acc_min`).
+#[inline(always)]
+unsafe fn add_block<O: Isa, const R: usize>(
+    format: KFormat,
+    blk: &[u8],
+    ys: [&ActBlockK; R],
+    acc: &mut [f32; R],
+    acc_min: &mut [f32; R],
+) {
+    let p = blk.as_ptr();
+    match format {
+        KFormat::Q4K | KFormat::Q5K => {
+            let (sc, m) = scales_mins(&blk[4..16]);
+            let q = match format {
+                KFormat::Q4K => unpack_k45(p.add(16), None),
+                _ => unpack_k45(p.add(48), Some(p.add(16))),
+            };
+            // Loops, not closures: a closure would not inherit the caller's target features.
+            let mut scales = [_mm256_setzero_si256(); 8];
+            for j in 0..8 {
+                scales[j] = _mm256_set1_epi16(sc[j] as i16);
+            }
+            let (d, dmin) = (read_f16(blk, 0), read_f16(blk, 2));
+            for r in 0..R {
+                let a = ys[r];
+                let sumi = scaled_sum::<O>(&q, &scales, a);
+                let mut summ = 0i32;
+                for j in 0..8 {
+                    summ += m[j] as i32 * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32);
+                }
+                acc[r] = (d * a.d).mul_add(sumi as f32, acc[r]);
+                acc_min[r] = (dmin * a.d).mul_add(summ as f32, acc_min[r]);
+            }
+        }
+        KFormat::Q6K => {
+            let q = unpack_q6k(p, p.add(128));
+            let sc: [i16; 16] = std::array::from_fn(|g| blk[192 + g] as i8 as i16);
+            let mut scales = [_mm256_setzero_si256(); 8];
+            for j in 0..8 {
+                scales[j] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+            }
+            let d = read_f16(blk, 208);
+            for r in 0..R {
+                let a = ys[r];
+                let mut offset = 0i32;
+                for g in 0..16 {
+                    offset += sc[g] as i32 * a.bsums[g] as i32;
+                }
+                let sumi = scaled_sum::<O>(&q, &scales, a) - 32 * offset;
+                acc[r] = (d * a.d).mul_add(sumi as f32, acc[r]);
+            }
+        }
+    }
+}
+
+/// `C` K-quant weight rows from row `j` against `R` activation rows: `out[c][r]`.
+#[inline(always)]
+unsafe fn k_tile<O: Isa, const R: usize, const C: usize>(
+    format: KFormat,
+    w: &[u8],
+    row_bytes: usize,
+    j: usize,
+    nb: usize,
+    ys: [&[ActBlockK]; R],
+) -> [[f32; R]; C] {
+    let bb = format.block_bytes();
+    let (mut acc, mut acc_min) = ([[0f32; R]; C], [[0f32; R]; C]);
+    for b in 0..nb {
+        let a: [&ActBlockK; R] = std::array::from_fn(|r| ys[r].get_unchecked(b));
+        for c in 0..C {
+            let blk = w.get_unchecked((j + c) * row_bytes + b * bb..(j + c) * row_bytes + (b + 1) * bb);
+            prefetch(blk.as_ptr().wrapping_add(PREFETCH_TILES * C * row_bytes), bb);
+            add_block::<O, R>(format, blk, a, &mut acc[c], &mut acc_min[c]);
+        }
+    }
+    let mut out = [[0f32; R]; C];
+    for c in 0..C {
+        for r in 0..R {
+            out[c][r] = acc[c][r] - acc_min[c][r];
+        }
+    }
+    out
+}
+
+/// K-quant weight rows `rows` against `R` activation rows, `C` weight rows at a time:
+/// `out[r][j - rows.start]` for row `j`.
+///
+/// # Safety
+/// The CPU must have the features of the entry point that inlines this (`x86::avx2`,
+/// `x86::avx512_vnni`); `w` must hold `rows.end` rows of `nb` super-blocks of `format`, every
+/// `ys[r]` at least `nb` blocks and every `out[r]` at least `rows.len()` values.
+#[inline(always)]
+pub(super) unsafe fn k_rows<O: Isa, const R: usize, const C: usize>(
+    format: KFormat,
+    w: &[u8],
+    row_bytes: usize,
+    rows: Range<usize>,
+    nb: usize,
+    ys: [&[ActBlockK]; R],
+    out: &mut [&mut [f32]; R],
+) {
+    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * format.block_bytes());
+    assert!(ys.iter().all(|y| y.len() >= nb) && out.iter().all(|o| o.len() >= rows.len()));
+    // One instantiation per format, so that the per-block match folds away.
+    macro_rules! per_format {
+        ($f:expr) => {{
+            let mut j = rows.start;
+            while j + C <= rows.end {
+                let v = k_tile::<O, R, C>($f, w, row_bytes, j, nb, ys);
+                for c in 0..C {
+                    for r in 0..R {
+                        out[r][j + c - rows.start] = v[c][r];
+                    }
+                }
+                j += C;
+            }
+            for j in j..rows.end {
+                let v = k_tile::<O, R, 1>($f, w, row_bytes, j, nb, ys);
+                for r in 0..R {
+                    out[r][j - rows.start] = v[0][r];
+                }
+            }
+        }};
+    }
+    match format {
+        KFormat::Q4K => per_format!(KFormat::Q4K),
+        KFormat::Q5K => per_format!(KFormat::Q5K),
+        KFormat::Q6K => per_format!(KFormat::Q6K),
+    }
+}
