@@ -276,7 +276,7 @@ unsafe fn block_tile<B: Block, O: Isa, const R: usize, const C: usize>(
         for c in 0..C {
             let blk = w.add(c * row_bytes + b * bb);
             _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(PREFETCH_TILES * C * row_bytes) as *const i8);
-            let dw = f16_at(blk);
+            let dw = _mm256_set1_ps(f16_at(blk));
             let x = B::quants(blk);
             let prepared = if B::WITH_MIN { x } else { O::prepare_signed(x) };
             for r in 0..R {
@@ -285,7 +285,9 @@ unsafe fn block_tile<B: Block, O: Isa, const R: usize, const C: usize>(
                 if B::WITH_MIN {
                     summs[c][r] += f16_at(blk.add(2)) * (*a).s;
                 }
-                let scale = _mm256_set1_ps(dw * (*a).d);
+                // dw·d in every lane, from a broadcast load rather than a scalar product and a
+                // broadcast (one shuffle-port instruction fewer per block and row).
+                let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&(*a).d));
                 acc[c][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scale, acc[c][r]);
             }
         }
