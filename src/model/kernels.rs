@@ -17,6 +17,7 @@
 mod kquant;
 mod quant;
 mod x86;
+mod x86_f16;
 mod x86_k;
 
 use std::ops::Range;

@@ -16,6 +16,7 @@ use std::ops::Range;
 
 use super::kquant::{ActBlockK, KFormat};
 use super::quant::{ActBlock, WeightFormat, QK};
+use super::x86_f16::{f16_rows_256, f16_rows_512};
 
 const _: () = assert!(QK == 32);
 
@@ -331,131 +332,6 @@ unsafe fn block_rows<B: Block, O: Isa, const R: usize, const C: usize>(
             out[r][j - rows.start] = v[0][r];
         }
     }
-}
-
-/// F16 weight rows against `R` rows of f16-rounded activations (`quant::dot_row_f16`'s order)
-/// on 256-bit vectors, two activation rows at a time (each weight block is converted once per
-/// pair: four accumulators per row fill the sixteen registers).
-#[inline(always)]
-unsafe fn f16_rows_256<const R: usize>(
-    w: &[u8],
-    row_bytes: usize,
-    rows: Range<usize>,
-    nb: usize,
-    ys: [&[[f32; QK]]; R],
-    out: &mut [&mut [f32]; R],
-) {
-    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * 2 * QK);
-    assert!(ys.iter().all(|y| y.len() >= nb) && out.iter().all(|o| o.len() >= rows.len()));
-    for j in rows.clone() {
-        let p = w.as_ptr().add(j * row_bytes);
-        let mut r0 = 0;
-        while r0 < R {
-            let group = (R - r0).min(2);
-            let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-            for b in 0..nb {
-                let at = |q: usize| p.add(b * 64 + q * 16) as *const __m128i;
-                if r0 == 0 {
-                    _mm_prefetch::<_MM_HINT_T0>(
-                        p.wrapping_add(b * 64 + PREFETCH_TILES * row_bytes) as *const i8
-                    );
-                }
-                let wv = [
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(0))),
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(1))),
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(2))),
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(3))),
-                ];
-                for g in 0..group {
-                    let y = ys[r0 + g].as_ptr().add(b) as *const f32;
-                    for q in 0..4 {
-                        acc[g][q] = _mm256_fmadd_ps(wv[q], _mm256_loadu_ps(y.add(8 * q)), acc[g][q]);
-                    }
-                }
-            }
-            for g in 0..group {
-                let [a0, a1, a2, a3] = acc[g];
-                let x0 = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-                let t0 = _mm_add_ps(_mm256_castps256_ps128(x0), _mm256_extractf128_ps(x0, 1));
-                let t1 = _mm_hadd_ps(t0, t0);
-                out[r0 + g][j - rows.start] = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-            }
-            r0 += group;
-        }
-    }
-}
-
-/// F16 weight rows against the first `used` of `R` rows of f16-rounded activations, `C` weight
-/// rows at a time, on 512-bit vectors: register `2q + h` holds what `quant::dot_row_f16`'s
-/// accumulators `2q` and `2q + 1` hold side by side, so the lanes add the same terms in the same
-/// order and the reduction pairs them as the scalar code does.
-#[inline(always)]
-unsafe fn f16_rows_512<const R: usize, const C: usize>(
-    w: &[u8],
-    row_bytes: usize,
-    rows: Range<usize>,
-    nb: usize,
-    ys: [&[[f32; QK]]; R],
-    out: &mut [&mut [f32]; R],
-    used: usize,
-) {
-    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * 2 * QK && used <= R);
-    assert!(ys.iter().all(|y| y.len() >= nb) && out[..used].iter().all(|o| o.len() >= rows.len()));
-    let ys = ys.map(|y| y.as_ptr() as *const f32);
-    let mut j = rows.start;
-    while j < rows.end {
-        let cols = (rows.end - j).min(C);
-        let v = f16_tile_512::<R, C>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys, cols);
-        for c in 0..cols {
-            for r in 0..used {
-                out[r][j + c - rows.start] = v[c][r];
-            }
-        }
-        j += cols;
-    }
-}
-
-/// `f16_rows_512`'s tile: weight rows `w`, `w + row_bytes`, ... (`cols` ≤ `C` of them; the
-/// missing ones repeat the last) against `R` activation rows. A function, not a closure: a
-/// closure would not inherit the caller's target features.
-#[inline(always)]
-unsafe fn f16_tile_512<const R: usize, const C: usize>(
-    w: *const u8,
-    row_bytes: usize,
-    nb: usize,
-    ys: [*const f32; R],
-    cols: usize,
-) -> [[f32; R]; C] {
-    let mut acc = [[[_mm512_setzero_ps(); 2]; R]; C];
-    for b in 0..nb {
-        let mut wv = [[_mm512_setzero_ps(); 2]; C];
-        for c in 0..C {
-            let at = w.add(c.min(cols - 1) * row_bytes + b * 64);
-            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH_TILES * C * row_bytes) as *const i8);
-            wv[c][0] = _mm512_cvtph_ps(_mm256_loadu_si256(at as *const __m256i));
-            wv[c][1] = _mm512_cvtph_ps(_mm256_loadu_si256(at.add(32) as *const __m256i));
-        }
-        for r in 0..R {
-            let y = ys[r].add(b * QK);
-            let (y0, y1) = (_mm512_loadu_ps(y), _mm512_loadu_ps(y.add(16)));
-            for c in 0..C {
-                acc[c][r][0] = _mm512_fmadd_ps(wv[c][0], y0, acc[c][r][0]);
-                acc[c][r][1] = _mm512_fmadd_ps(wv[c][1], y1, acc[c][r][1]);
-            }
-        }
-    }
-    let mut out = [[0f32; R]; C];
-    for c in 0..C {
-        for r in 0..R {
-            // [a0+a2 | a1+a3], then (a0+a2) + (a1+a3) as `reduce_f16_acc`.
-            let s = _mm512_add_ps(acc[c][r][0], acc[c][r][1]);
-            let x0 = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps::<1>(s));
-            let t0 = _mm_add_ps(_mm256_castps256_ps128(x0), _mm256_extractf128_ps(x0, 1));
-            let t1 = _mm_hadd_ps(t0, t0);
-            out[c][r] = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-        }
-    }
-    out
 }
 
 /// The entry points of one instruction set: `#[target_feature]` functions that instantiate the
