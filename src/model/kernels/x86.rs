@@ -269,6 +269,7 @@ unsafe fn block_tile<B: Block, O: Isa, const R: usize, const C: usize>(
     row_bytes: usize,
     nb: usize,
     ys: [*const ActBlock; R],
+    sums: *const [f32; R],
 ) -> [[f32; R]; C] {
     let bb = B::FORMAT.block_bytes();
     let mut acc = [[_mm256_setzero_ps(); R]; C];
@@ -280,12 +281,16 @@ unsafe fn block_tile<B: Block, O: Isa, const R: usize, const C: usize>(
             let dw = _mm256_set1_ps(f16_at(blk));
             let x = B::quants(blk);
             let prepared = if B::WITH_MIN { x } else { O::prepare_signed(x) };
+            if B::WITH_MIN {
+                // The R rows' sums side by side: one vector multiply and add for all of them.
+                let (m, s) = (f16_at(blk.add(2)), &*sums.add(b));
+                for r in 0..R {
+                    summs[c][r] += m * s[r];
+                }
+            }
             for r in 0..R {
                 let a = ys[r].add(b);
                 let lanes = if B::WITH_MIN { O::dot_us(x, act_qs(a)) } else { O::dot_signed(x, prepared, a) };
-                if B::WITH_MIN {
-                    summs[c][r] += f16_at(blk.add(2)) * (*a).s;
-                }
                 // dw·d in every lane, from a broadcast load rather than a scalar product and a
                 // broadcast (one shuffle-port instruction fewer per block and row).
                 let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&(*a).d));
@@ -315,10 +320,14 @@ unsafe fn block_rows<B: Block, O: Isa, const R: usize, const C: usize>(
 ) {
     assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * B::FORMAT.block_bytes());
     assert!(ys.iter().all(|y| y.len() >= nb) && out.iter().all(|o| o.len() >= rows.len()));
+    // Formats with a minimum read every row's block sum `s` per block: laid out by block.
+    let sums: Vec<[f32; R]> =
+        if B::WITH_MIN { (0..nb).map(|b| std::array::from_fn(|r| ys[r][b].s)).collect() } else { Vec::new() };
+    let sums = sums.as_ptr();
     let ys = ys.map(|y| y.as_ptr());
     let mut j = rows.start;
     while j + C <= rows.end {
-        let v = block_tile::<B, O, R, C>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys);
+        let v = block_tile::<B, O, R, C>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys, sums);
         for c in 0..C {
             for r in 0..R {
                 out[r][j + c - rows.start] = v[c][r];
@@ -327,7 +336,7 @@ unsafe fn block_rows<B: Block, O: Isa, const R: usize, const C: usize>(
         j += C;
     }
     for j in j..rows.end {
-        let v = block_tile::<B, O, R, 1>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys);
+        let v = block_tile::<B, O, R, 1>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys, sums);
         for r in 0..R {
             out[r][j - rows.start] = v[0][r];
         }
