@@ -35,8 +35,8 @@ const TENSORS: [&str; 6] = [
 fn main() -> anyhow::Result<()> {
     let threads = std::env::var(repairbench::env::THREADS).ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
-    // Measured from inside the pool, as the engine runs its forward passes: the calling thread
-    // is one of the workers.
+    // candle's matmuls are timed from inside rayon's pool (the calling thread is a worker), so
+    // their figures carry no hand-off from outside it; ours run on the engine's spinning team.
     rayon::scope(|_| run(threads))
 }
 

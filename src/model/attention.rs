@@ -5,6 +5,8 @@
 //! sequences share it: with row-invariant matmuls, one-pass and token-by-token scoring are
 //! bit-identical, and batching never changes a sequence's results.
 
+use super::team::{DisjointPtr, Team};
+
 /// Keys and values of one layer for one sequence: `[n_head_kv, capacity, head_dim]`, row-major.
 #[derive(Clone)]
 pub(super) struct LayerKv {
@@ -85,8 +87,10 @@ impl KvCache {
 }
 
 /// `a · b` summed in a fixed order (eight lanes, then the lanes in order), so the result depends
-/// only on the two rows. The lanes let the compiler vectorise it.
-#[inline]
+/// only on the two rows. The lanes let the compiler vectorise it (with AVX2 inside
+/// [`head_rows_avx2`]: products and sums stay separate operations, so every path gives the
+/// same bits).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (ac, ar) = a.split_at(a.len() / 8 * 8);
@@ -125,19 +129,43 @@ pub(super) struct QueryRow<'a> {
 /// head `h` reads K/V head `h / (n_head / n_kv)`. Returns `[rows, n_head * hd]`. Each output
 /// depends only on its own query row and its sequence's cached positions.
 pub(super) fn attend(q: &[f32], rows: &[QueryRow<'_>], heads: Heads) -> Vec<f32> {
-    use rayon::prelude::*;
+    let Heads { n_head, hd, .. } = heads;
+    let head_rows = rows.len() * n_head;
+    let mut out = vec![0f32; head_rows * hd];
+    // Work per call ~ head rows × visible positions; small calls are not worth a hand-off.
+    let work: usize = rows.iter().map(|r| r.pos + 1).sum::<usize>() * n_head * hd;
+    let team = Team::global();
+    let tasks = if work < 1 << 16 { 1 } else { (team.threads() * 4).min(head_rows) };
+    let per_task = head_rows.div_ceil(tasks);
+    let out_ptr = DisjointPtr(out.as_mut_ptr());
+    team.for_each(head_rows.div_ceil(per_task), |t| {
+        let range = t * per_task..((t + 1) * per_task).min(head_rows);
+        // SAFETY: tasks write disjoint ranges of head rows.
+        let out = unsafe { out_ptr.slice(range.start * hd..range.end * hd) };
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was just detected.
+            return unsafe { head_rows_avx2(q, rows, heads, range, out) };
+        }
+        head_rows_portable(q, rows, heads, range, out)
+    });
+    out
+}
+
+/// Head rows `range` (index `row * n_head + head`) of [`attend`] into `out`.
+#[inline(always)]
+fn head_rows(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, range: std::ops::Range<usize>, out: &mut [f32]) {
     let Heads { n_head, n_kv, hd } = heads;
     let group = n_head / n_kv;
     let scale = 1.0 / (hd as f32).sqrt();
-    let mut out = vec![0f32; rows.len() * n_head * hd];
-    let head_row = |(index, out_row): (usize, &mut [f32])| {
+    let mut scores = Vec::new();
+    for (index, out_row) in range.zip(out.chunks_exact_mut(hd)) {
         let h = index % n_head;
         let r = &rows[index / n_head];
-        let kv = h / group;
         let q_row = &q[index * hd..][..hd];
-        let base = kv * r.cap * hd;
+        let base = (h / group) * r.cap * hd;
         let visible = r.pos + 1;
-        let mut scores = Vec::with_capacity(visible);
+        scores.clear();
         let mut max = f32::NEG_INFINITY;
         for j in 0..visible {
             let score = dot(q_row, &r.keys[base + j * hd..][..hd]) * scale;
@@ -159,15 +187,33 @@ pub(super) fn attend(q: &[f32], rows: &[QueryRow<'_>], heads: Heads) -> Vec<f32>
         for o in out_row.iter_mut() {
             *o *= inv;
         }
-    };
-    // Work per call ~ head rows × visible positions; small calls are not worth a thread hand-off.
-    let work: usize = rows.iter().map(|r| r.pos + 1).sum::<usize>() * n_head * hd;
-    if work < 1 << 16 {
-        out.chunks_mut(hd).enumerate().for_each(head_row);
-    } else {
-        out.par_chunks_mut(hd).enumerate().for_each(head_row);
     }
-    out
+}
+
+fn head_rows_portable(
+    q: &[f32],
+    rows: &[QueryRow<'_>],
+    heads: Heads,
+    range: std::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    head_rows(q, rows, heads, range, out)
+}
+
+/// [`head_rows`] compiled for AVX2 (wider vectors, the same operations in the same order).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn head_rows_avx2(
+    q: &[f32],
+    rows: &[QueryRow<'_>],
+    heads: Heads,
+    range: std::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    head_rows(q, rows, heads, range, out)
 }
 
 #[cfg(test)]

@@ -68,8 +68,8 @@ impl Engine {
 
     fn from_resolved(path: &Path, source: &str, sha256: Option<String>) -> Result<Self> {
         let started = Instant::now();
-        // candle's matmuls and our attention share rayon's global pool; size it once from
-        // REPAIRBENCH_THREADS (an error only means it was already built).
+        // candle's ops run on rayon's global pool, and our kernels' team takes its size from
+        // it: size it once from REPAIRBENCH_THREADS (an error only means it was already built).
         let _ = rayon::ThreadPoolBuilder::new().num_threads(crate::env::threads()).build_global();
         let mut file = GgufFile::open(path)?;
         let config = file.config()?;

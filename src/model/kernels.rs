@@ -6,7 +6,7 @@
 //! formats, per 256 values for the K-quants, f16 rounding for F16), then every output is an
 //! integer dot product per block, with AVX-512 VNNI (on 256-bit vectors) or AVX2 when the CPU
 //! has them (detected at run time) and portable scalar code with the same arithmetic otherwise,
-//! threaded over output rows on rayon's pool.
+//! threaded over output rows on the engine's spinning team ([`super::team`]).
 //! Other formats go through candle's `QMatMul`. AMX is never used: it traps in the virtual
 //! machines we run on.
 //!
@@ -25,8 +25,8 @@ use std::sync::{Arc, OnceLock};
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Result, Storage, Tensor};
-use rayon::prelude::*;
 
+use super::team::{DisjointPtr, Team};
 use kquant::{ActBlockK, KFormat, QK_K};
 use quant::{ActBlock, WeightFormat, QK};
 
@@ -250,7 +250,18 @@ fn activations<A: Copy + Send + Sync>(
     let m = xs.len() / k;
     let mut acts = vec![zero; m * nb];
     if m >= 16 {
-        acts.par_chunks_mut(nb).zip(xs.par_chunks(k)).for_each(|(out, row)| quantize(row, out));
+        let team = Team::global();
+        let tasks = team.threads() * 2;
+        let rows_per_task = m.div_ceil(tasks);
+        let acts_ptr = DisjointPtr(acts.as_mut_ptr());
+        team.for_each(m.div_ceil(rows_per_task), |t| {
+            let rows = t * rows_per_task..((t + 1) * rows_per_task).min(m);
+            // SAFETY: tasks quantize disjoint row ranges of `acts`.
+            let out = unsafe { acts_ptr.slice(rows.start * nb..rows.end * nb) };
+            for (out, row) in out.chunks_mut(nb).zip(xs[rows.start * k..rows.end * k].chunks(k)) {
+                quantize(row, out);
+            }
+        });
     } else {
         for (out, row) in acts.chunks_mut(nb).zip(xs.chunks(k)) {
             quantize(row, out);
@@ -378,20 +389,6 @@ impl RowDot for F16Dot {
     }
 }
 
-/// Output pointer shared by tasks that write disjoint columns.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every task writes a disjoint set of elements (its own output columns).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// Through a method so closures capture the whole (Send) wrapper, not its raw field.
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
 /// A matmul's sizes: `n` weight rows of `nb` blocks (`row_bytes` each), `m` activation rows.
 #[derive(Clone, Copy)]
 struct Shape {
@@ -409,10 +406,11 @@ fn matmul<D: RowDot>(dot: &D, w: &[u8], acts: &[D::Act], shape: Shape, out: &mut
     assert_eq!(out.len(), m * n);
     // Enough tasks per thread to balance, each a contiguous run of weight rows that stays in
     // cache while every activation row streams past it.
-    let tasks = (rayon::current_num_threads() * 4).min(n).max(1);
+    let team = Team::global();
+    let tasks = (team.threads() * 4).min(n).max(1);
     let rows_per_task = n.div_ceil(tasks);
-    let out_ptr = OutPtr(out.as_mut_ptr());
-    (0..n.div_ceil(rows_per_task)).into_par_iter().for_each(|t| {
+    let out_ptr = DisjointPtr(out.as_mut_ptr());
+    team.for_each(n.div_ceil(rows_per_task), |t| {
         let j0 = t * rows_per_task;
         let columns = j0..(j0 + rows_per_task).min(n);
         let tile = Tile { w, row_bytes, nb, acts, n, out: out_ptr };
@@ -441,7 +439,7 @@ struct Tile<'a, A> {
     nb: usize,
     acts: &'a [A],
     n: usize,
-    out: OutPtr,
+    out: DisjointPtr<f32>,
 }
 
 impl<A> Tile<'_, A> {

@@ -15,6 +15,7 @@ pub mod openai;
 pub mod quantize;
 pub mod sampling;
 pub mod source;
+mod team;
 pub mod tokenizer;
 pub mod transformer;
 
