@@ -86,25 +86,98 @@ impl KvCache {
     }
 }
 
-/// `a · b` summed in a fixed order (eight lanes, then the lanes in order), so the result depends
-/// only on the two rows. The lanes let the compiler vectorise it (with AVX2 inside
-/// [`head_rows_avx2`]: products and sums stay separate operations, so every path gives the
-/// same bits).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (ac, ar) = a.split_at(a.len() / 8 * 8);
-    let (bc, br) = b.split_at(ac.len());
-    for (x, y) in ac.chunks_exact(8).zip(bc.chunks_exact(8)) {
-        for l in 0..8 {
-            lanes[l] += x[l] * y[l];
+/// Dot products of `q` with `N` keys. Each is eight lanes of fused multiply-adds over the
+/// row (value `d` in lane `d % 8`), then the lanes summed in the tree of [`lanes_sum`], then
+/// the values past the last multiple of eight: the result depends only on the two rows (not on
+/// `N`, which only lets independent keys overlap).
+trait Dots {
+    fn dots<const N: usize>(q: &[f32], keys: [&[f32]; N]) -> [f32; N];
+}
+
+struct Portable;
+
+impl Dots for Portable {
+    #[inline(always)]
+    fn dots<const N: usize>(q: &[f32], keys: [&[f32]; N]) -> [f32; N] {
+        let mut lanes = [[0f32; 8]; N];
+        let body = q.len() / 8 * 8;
+        for (c, qc) in q[..body].chunks_exact(8).enumerate() {
+            for n in 0..N {
+                let kc = &keys[n][c * 8..][..8];
+                for l in 0..8 {
+                    lanes[n][l] = qc[l].mul_add(kc[l], lanes[n][l]);
+                }
+            }
         }
+        std::array::from_fn(|n| tail_dot(q, keys[n], body, lanes_sum(&lanes[n])))
     }
-    let mut sum = lanes.iter().sum::<f32>();
-    for (x, y) in ar.iter().zip(br) {
-        sum += x * y;
+}
+
+/// `sum` plus the products of values `from..` (after the 8-lane part), in order.
+#[inline(always)]
+fn tail_dot(q: &[f32], key: &[f32], from: usize, mut sum: f32) -> f32 {
+    for d in from..q.len() {
+        sum = q[d].mul_add(key[d], sum);
     }
     sum
+}
+
+/// [`Portable`]'s operations on AVX2 vectors with FMA.
+#[cfg(target_arch = "x86_64")]
+struct Avx2Fma;
+
+#[cfg(target_arch = "x86_64")]
+impl Dots for Avx2Fma {
+    #[inline(always)]
+    fn dots<const N: usize>(q: &[f32], keys: [&[f32]; N]) -> [f32; N] {
+        use std::arch::x86_64::*;
+        let body = q.len() / 8 * 8;
+        assert!(keys.iter().all(|k| k.len() >= q.len()));
+        // SAFETY: only called from `head_rows_avx2`, whose caller checked AVX2 and FMA; every
+        // load is inside `q` or a key (asserted above).
+        unsafe {
+            let mut acc = [_mm256_setzero_ps(); N];
+            let mut c = 0;
+            while c < body {
+                let qv = _mm256_loadu_ps(q.as_ptr().add(c));
+                for n in 0..N {
+                    acc[n] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(keys[n].as_ptr().add(c)), acc[n]);
+                }
+                c += 8;
+            }
+            std::array::from_fn(|n| {
+                // [l0+l4, l1+l5, l2+l6, l3+l7], then [(l0+l4)+(l2+l6), (l1+l5)+(l3+l7)], then
+                // their sum: the tree of `lanes_sum`.
+                let v = _mm_add_ps(_mm256_castps256_ps128(acc[n]), _mm256_extractf128_ps(acc[n], 1));
+                let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+                let v = _mm_add_ss(v, _mm_movehdup_ps(v));
+                tail_dot(q, keys[n], body, _mm_cvtss_f32(v))
+            })
+        }
+    }
+}
+
+#[inline(always)]
+fn lanes_sum(l: &[f32; 8]) -> f32 {
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// `e^x` for `x ≤ 0` within two ulps (Cephes' range reduction and polynomial), written with
+/// plain float operations so that the softmax loop vectorises and every path gives the same
+/// bits.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    // Below this the result is under f32's smallest normal; the softmax weight is 0 anyway.
+    let x = x.max(-87.0);
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+    let r = n.mul_add(-0.693_359_4, x);
+    let r = n.mul_add(2.121_944_4e-4, r);
+    let mut p = 1.987_569_1e-4f32;
+    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+        p = p.mul_add(r, c);
+    }
+    let e = (p * r).mul_add(r, r) + 1.0;
+    e * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
 /// Head layout for [`attend`].
@@ -136,56 +209,97 @@ pub(super) fn attend(q: &[f32], rows: &[QueryRow<'_>], heads: Heads) -> Vec<f32>
     let work: usize = rows.iter().map(|r| r.pos + 1).sum::<usize>() * n_head * hd;
     let team = Team::global();
     let tasks = if work < 1 << 16 { 1 } else { (team.threads() * 4).min(head_rows) };
-    let per_task = head_rows.div_ceil(tasks);
     let out_ptr = DisjointPtr(out.as_mut_ptr());
-    team.for_each(head_rows.div_ceil(per_task), |t| {
-        let range = t * per_task..((t + 1) * per_task).min(head_rows);
-        // SAFETY: tasks write disjoint ranges of head rows.
-        let out = unsafe { out_ptr.slice(range.start * hd..range.end * hd) };
+    // Task t takes head rows t, t + tasks, ...: later rows see more positions, so interleaving
+    // balances the tasks.
+    team.for_each(tasks, |t| {
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was just detected.
-            return unsafe { head_rows_avx2(q, rows, heads, range, out) };
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            // SAFETY: the features were just detected.
+            return unsafe { head_rows_avx2(q, rows, heads, (t, tasks), out_ptr) };
         }
-        head_rows_portable(q, rows, heads, range, out)
+        head_rows_portable(q, rows, heads, (t, tasks), out_ptr)
     });
     out
 }
 
-/// Head rows `range` (index `row * n_head + head`) of [`attend`] into `out`.
+/// Keys (or values) per step of the inner loops: independent dot products in flight.
+const KEYS: usize = 4;
+/// Output values accumulated in registers at a time (eight 8-lane vectors).
+const OUT_CHUNK: usize = 64;
+
+/// Head rows `t, t + step, ...` (index `row * n_head + head`) of [`attend`] into `out`.
 #[inline(always)]
-fn head_rows(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, range: std::ops::Range<usize>, out: &mut [f32]) {
+fn head_rows<D: Dots>(
+    q: &[f32],
+    rows: &[QueryRow<'_>],
+    heads: Heads,
+    (t, step): (usize, usize),
+    out: DisjointPtr<f32>,
+) {
     let Heads { n_head, n_kv, hd } = heads;
     let group = n_head / n_kv;
     let scale = 1.0 / (hd as f32).sqrt();
     let mut scores = Vec::new();
-    for (index, out_row) in range.zip(out.chunks_exact_mut(hd)) {
+    for index in (t..rows.len() * n_head).step_by(step) {
+        // SAFETY: head row `index` belongs to this task only and is inside the output.
+        let out_row = unsafe { out.slice(index * hd..(index + 1) * hd) };
         let h = index % n_head;
         let r = &rows[index / n_head];
         let q_row = &q[index * hd..][..hd];
         let base = (h / group) * r.cap * hd;
         let visible = r.pos + 1;
+        let keys = &r.keys[base..][..visible * hd];
+        let values = &r.values[base..][..visible * hd];
         scores.clear();
-        let mut max = f32::NEG_INFINITY;
-        for j in 0..visible {
-            let score = dot(q_row, &r.keys[base + j * hd..][..hd]) * scale;
-            max = max.max(score);
-            scores.push(score);
+        scores.resize(visible, 0f32);
+        let mut j = 0;
+        while j + KEYS <= visible {
+            let d = D::dots::<KEYS>(q_row, std::array::from_fn(|n| &keys[(j + n) * hd..][..hd]));
+            for n in 0..KEYS {
+                scores[j + n] = d[n] * scale;
+            }
+            j += KEYS;
         }
-        let mut total = 0f32;
-        for sc in scores.iter_mut() {
-            *sc = (*sc - max).exp();
-            total += *sc;
+        for j in j..visible {
+            scores[j] = D::dots::<1>(q_row, [&keys[j * hd..][..hd]])[0] * scale;
         }
-        for (j, p) in scores.iter().enumerate() {
-            let v_row = &r.values[base + j * hd..][..hd];
-            for (o, v) in out_row.iter_mut().zip(v_row) {
-                *o += p * v;
+        let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        scores.iter_mut().for_each(|sc| *sc = exp(*sc - max));
+        // Position j's weight goes to lane j % 8 (separate loops, so that both vectorise).
+        let mut total = [0f32; 8];
+        let body = visible / 8 * 8;
+        for c in scores[..body].chunks_exact(8) {
+            for l in 0..8 {
+                total[l] += c[l];
             }
         }
-        let inv = 1.0 / total;
-        for o in out_row.iter_mut() {
-            *o *= inv;
+        for (l, sc) in scores[body..].iter().enumerate() {
+            total[l] += sc;
+        }
+        let inv = 1.0 / lanes_sum(&total);
+        for (d0, out_chunk) in (0..hd).step_by(OUT_CHUNK).zip(out_row.chunks_mut(OUT_CHUNK)) {
+            if out_chunk.len() == OUT_CHUNK {
+                let mut acc = [0f32; OUT_CHUNK];
+                for (j, &p) in scores.iter().enumerate() {
+                    let v = &values[j * hd + d0..][..OUT_CHUNK];
+                    for d in 0..OUT_CHUNK {
+                        acc[d] = p.mul_add(v[d], acc[d]);
+                    }
+                }
+                for (o, a) in out_chunk.iter_mut().zip(acc) {
+                    *o = a * inv;
+                }
+            } else {
+                out_chunk.fill(0.0);
+                for (j, &p) in scores.iter().enumerate() {
+                    let v = &values[j * hd + d0..][..out_chunk.len()];
+                    for (o, v) in out_chunk.iter_mut().zip(v) {
+                        *o = p.mul_add(*v, *o);
+                    }
+                }
+                out_chunk.iter_mut().for_each(|o| *o *= inv);
+            }
         }
     }
 }
@@ -194,26 +308,27 @@ fn head_rows_portable(
     q: &[f32],
     rows: &[QueryRow<'_>],
     heads: Heads,
-    range: std::ops::Range<usize>,
-    out: &mut [f32],
+    task: (usize, usize),
+    out: DisjointPtr<f32>,
 ) {
-    head_rows(q, rows, heads, range, out)
+    head_rows::<Portable>(q, rows, heads, task, out)
 }
 
-/// [`head_rows`] compiled for AVX2 (wider vectors, the same operations in the same order).
+/// [`head_rows`] compiled for AVX2 and FMA: wider vectors, the same operations in the same
+/// order, so the same bits.
 ///
 /// # Safety
-/// The CPU must support AVX2.
+/// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn head_rows_avx2(
     q: &[f32],
     rows: &[QueryRow<'_>],
     heads: Heads,
-    range: std::ops::Range<usize>,
-    out: &mut [f32],
+    task: (usize, usize),
+    out: DisjointPtr<f32>,
 ) {
-    head_rows(q, rows, heads, range, out)
+    head_rows::<Avx2Fma>(q, rows, heads, task, out)
 }
 
 #[cfg(test)]
@@ -282,6 +397,44 @@ mod tests {
             mixed_q.extend_from_slice(&q[i * row_len..][..row_len]);
             let mixed = attend(&mixed_q, &[other, *row], heads);
             assert_eq!(mixed[row_len..], got[i * row_len..][..row_len]);
+        }
+    }
+
+    #[test]
+    fn exp_is_within_two_ulps_over_the_softmax_range() {
+        let mut worst = 0f64;
+        for i in 0..=200_000 {
+            let x = -87.0 * i as f32 / 200_000.0;
+            let want = (x as f64).exp();
+            let rel = ((exp(x) as f64 - want) / want).abs();
+            worst = worst.max(rel);
+        }
+        assert!(worst < 2.5 * f32::EPSILON as f64, "worst relative error {worst:e}");
+        assert_eq!(exp(0.0), 1.0);
+    }
+
+    /// The AVX2 build of the kernel gives the portable build's bits (head sizes with and
+    /// without a remainder past the 8-lane and 64-value chunks).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn every_path_gives_the_same_bits() {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        for hd in [64, 100, 128] {
+            let heads = Heads { n_head: 4, n_kv: 2, hd };
+            let (t, cap) = (9, 11);
+            let q = fill(t * heads.n_head * hd, 7);
+            let k = fill(heads.n_kv * cap * hd, 8);
+            let v = fill(heads.n_kv * cap * hd, 9);
+            let rows: Vec<QueryRow<'_>> =
+                (0..t).map(|i| QueryRow { keys: &k, values: &v, cap, pos: 2 + i }).collect();
+            let mut portable = vec![0f32; q.len()];
+            let mut avx2 = vec![0f32; q.len()];
+            head_rows_portable(&q, &rows, heads, (0, 1), DisjointPtr(portable.as_mut_ptr()));
+            // SAFETY: the features were checked above.
+            unsafe { head_rows_avx2(&q, &rows, heads, (0, 1), DisjointPtr(avx2.as_mut_ptr())) };
+            assert!(portable.iter().zip(&avx2).all(|(a, b)| a.to_bits() == b.to_bits()), "head size {hd}");
         }
     }
 
