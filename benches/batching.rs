@@ -3,9 +3,13 @@
 //! sequence at a time, forward steps, and the peak KV-cache memory. Outputs are checked
 //! token-identical to batch 1 on the way.
 //!
+//! Then llama.cpp's own batched decoding on the same file and thread count, for reference:
+//! `llama-batched-bench` (built by scripts/build-llama-cpp) with every sequence its own prompt of
+//! the HumanEval prompts' mean length and the same number of new tokens.
+//!
 //! `cargo bench --bench batching`. Environment: `REPAIRBENCH_BENCH_MODEL` (model source),
 //! `REPAIRBENCH_THREADS`, `BATCHING_BENCH_PROMPTS` (default 32), `BATCHING_BENCH_TOKENS`
-//! (new tokens per prompt, default 128).
+//! (new tokens per prompt, default 128), `LLAMA_CPP_BIN` (as for `model_speed`).
 
 use std::time::Instant;
 
@@ -16,6 +20,9 @@ use repairbench::suites::data::load_rows;
 use repairbench::suites::load_suite;
 use repairbench::suites::prompt::make_docs;
 use repairbench::suites::source;
+
+#[path = "../tests/common_llama.rs"]
+mod common_llama;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -65,7 +72,9 @@ fn main() -> anyhow::Result<()> {
         "peak KV MiB"
     );
     let mut baseline: Option<(f64, f64, Vec<GenerateOutput>)> = None;
-    for batch in [1, 4, 8, 16] {
+    let mut ours_decode = Vec::new();
+    let mut prompt_tokens = 0;
+    for batch in BATCHES {
         let mut outputs: Vec<Option<GenerateOutput>> = vec![None; requests.len()];
         let mut jobs = requests.iter().cloned().enumerate();
         let started = Instant::now();
@@ -99,11 +108,49 @@ fn main() -> anyhow::Result<()> {
         if baseline.is_none() {
             baseline = Some((rate, decode_rate, outputs));
         }
+        ours_decode.push(decode_rate);
+        prompt_tokens = stats.prompt_tokens;
     }
     println!(
         "\ntok/s: generated tokens over wall time, prefill included (each prompt is prefilled alone);\n\
          decode t/s: tokens of the decode steps over their time. Outputs at every batch size are\n\
          token-identical to batch 1."
     );
+    llama_reference(&model, prompt_tokens.div_ceil(requests.len().max(1)), tokens, &ours_decode)
+}
+
+const BATCHES: [usize; 4] = [1, 4, 8, 16];
+
+/// llama.cpp's batched decoding on the same model file and thread count, against our decode
+/// rates (`ours_decode`, one per batch size).
+fn llama_reference(model: &str, prompt: usize, tokens: usize, ours_decode: &[f64]) -> anyhow::Result<()> {
+    let path = repairbench::model::source::resolve(model)?.path;
+    let threads = rayon::current_num_threads().to_string();
+    let batches = BATCHES.map(|b| b.to_string()).join(",");
+    let bin = common_llama::llama_bin().join("llama-batched-bench");
+    let context = (prompt + tokens) * BATCHES[BATCHES.len() - 1] + 64;
+    let output = std::process::Command::new(&bin)
+        .args(["-m", &path.to_string_lossy(), "-c", &context.to_string(), "-b", "2048", "-ub", "512"])
+        .args(["-npp", &prompt.to_string(), "-ntg", &tokens.to_string(), "-npl", &batches])
+        .args(["-t", &threads, "--output-format", "jsonl"])
+        .stderr(std::process::Stdio::null())
+        .output()?;
+    anyhow::ensure!(output.status.success(), "{} failed ({})", bin.display(), output.status);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v.get("speed_tg").is_some())
+        .collect();
+    anyhow::ensure!(rows.len() == BATCHES.len(), "llama-batched-bench printed {} result rows", rows.len());
+    println!(
+        "\nllama.cpp (llama-batched-bench, same file and threads, {prompt}-token prompt per sequence, \
+         {tokens} new tokens):\n{:>6} {:>10} {:>9} {:>14}",
+        "batch", "decode t/s", "× batch 1", "ours ÷ llama"
+    );
+    let base = rows[0]["speed_tg"].as_f64().unwrap_or(f64::NAN);
+    for ((batch, row), ours) in BATCHES.iter().zip(&rows).zip(ours_decode) {
+        let rate = row["speed_tg"].as_f64().unwrap_or(f64::NAN);
+        println!("{batch:>6} {rate:>10.1} {:>9.2} {:>14.2}", rate / base, ours / rate);
+    }
     Ok(())
 }
