@@ -14,7 +14,7 @@
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, TryLockError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -110,10 +110,15 @@ impl Team {
             (0..tasks).for_each(f);
             return;
         }
-        let Ok(_driving) = self.driving.try_lock() else {
-            use rayon::prelude::*;
-            (0..tasks).into_par_iter().for_each(&f);
-            return;
+        // A poisoned lock only means an earlier job's task panicked; that job had finished.
+        let _driving = match self.driving.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                use rayon::prelude::*;
+                (0..tasks).into_par_iter().for_each(&f);
+                return;
+            }
         };
         assert!(tasks as u64 <= TASK_MASK, "too many tasks for one job");
         let s = self.shared;
