@@ -133,8 +133,9 @@ impl Team {
         }
         let mine = catch_unwind(AssertUnwindSafe(|| run_tasks(s, epoch)));
         // `f` lives on this stack: wait for every task before returning or unwinding.
+        let mut spins = 0u32;
         while s.finished.load(Ordering::Acquire) < tasks {
-            std::hint::spin_loop();
+            pause(&mut spins);
         }
         if let Err(panic) = mine {
             resume_unwind(panic);
@@ -146,6 +147,18 @@ impl Team {
 }
 
 unsafe fn noop(_: *const (), _: usize) {}
+
+/// One round of a spin-wait. Every so often it yields instead: when more threads are busy than
+/// there are cores (tests running side by side), the thread being waited for may be the one
+/// that needs this core.
+fn pause(spins: &mut u32) {
+    *spins = spins.wrapping_add(1);
+    if spins.is_multiple_of(128) {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
 
 /// # Safety
 /// `ctx` must point to a live `F`.
@@ -188,7 +201,6 @@ fn worker(s: &'static Shared) {
             if e != seen {
                 break e;
             }
-            spins = spins.wrapping_add(1);
             if spins.is_multiple_of(1024) && started.elapsed() > SPIN {
                 s.sleepers.fetch_add(1, Ordering::SeqCst);
                 if epoch_of(s.word.load(Ordering::SeqCst)) == seen {
@@ -196,7 +208,7 @@ fn worker(s: &'static Shared) {
                 }
                 s.sleepers.fetch_sub(1, Ordering::SeqCst);
             } else {
-                std::hint::spin_loop();
+                pause(&mut spins);
             }
         };
         seen = epoch;
