@@ -250,12 +250,8 @@ fn activations<A: Copy + Send + Sync>(
     let m = xs.len() / k;
     let mut acts = vec![zero; m * nb];
     if m >= 16 {
-        let team = Team::global();
-        let tasks = team.threads() * 2;
-        let rows_per_task = m.div_ceil(tasks);
         let acts_ptr = DisjointPtr(acts.as_mut_ptr());
-        team.for_each(m.div_ceil(rows_per_task), |t| {
-            let rows = t * rows_per_task..((t + 1) * rows_per_task).min(m);
+        Team::global().for_each_range(m, 2, |rows| {
             // SAFETY: tasks quantize disjoint row ranges of `acts`.
             let out = unsafe { acts_ptr.slice(rows.start * nb..rows.end * nb) };
             for (out, row) in out.chunks_mut(nb).zip(xs[rows.start * k..rows.end * k].chunks(k)) {
@@ -406,13 +402,8 @@ fn matmul<D: RowDot>(dot: &D, w: &[u8], acts: &[D::Act], shape: Shape, out: &mut
     assert_eq!(out.len(), m * n);
     // Enough tasks per thread to balance, each a contiguous run of weight rows that stays in
     // cache while every activation row streams past it.
-    let team = Team::global();
-    let tasks = (team.threads() * 4).min(n).max(1);
-    let rows_per_task = n.div_ceil(tasks);
     let out_ptr = DisjointPtr(out.as_mut_ptr());
-    team.for_each(n.div_ceil(rows_per_task), |t| {
-        let j0 = t * rows_per_task;
-        let columns = j0..(j0 + rows_per_task).min(n);
+    Team::global().for_each_range(n, 4, |columns| {
         let tile = Tile { w, row_bytes, nb, acts, n, out: out_ptr };
         // Activation rows in tiles of 8, then 4, then 1: one weight block is loaded and
         // unpacked once per tile; the fewer the activation rows, the more weight rows a tile

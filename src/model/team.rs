@@ -12,6 +12,7 @@
 //! pool instead of waiting.
 
 use std::cell::UnsafeCell;
+use std::ops::Range;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, TryLockError};
@@ -98,6 +99,14 @@ impl Team {
     /// Threads that run a job, the caller included.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Splits `0..n` into contiguous ranges, `per_thread` per team thread (fewer if `n` is
+    /// small), and runs `f` on each range as one task of [`Team::for_each`].
+    pub fn for_each_range<F: Fn(Range<usize>) + Sync>(&self, n: usize, per_thread: usize, f: F) {
+        let tasks = (self.threads * per_thread).clamp(1, n.max(1));
+        let per_task = n.div_ceil(tasks);
+        self.for_each(n.div_ceil(per_task.max(1)), |t| f(t * per_task..((t + 1) * per_task).min(n)));
     }
 
     /// Runs `f(0..tasks)`, each index once, spread over the team; returns when all are done.
@@ -267,6 +276,20 @@ mod tests {
             sum.fetch_add(t, Ordering::Relaxed);
         });
         assert_eq!(sum.load(Ordering::Relaxed), 4950);
+    }
+
+    #[test]
+    fn ranges_cover_every_index_once() {
+        let team = Team::new(2);
+        for n in [0usize, 1, 5, 8, 9, 100] {
+            let counts: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            team.for_each_range(n, 4, |range| {
+                range.for_each(|i| {
+                    counts[i].fetch_add(1, Ordering::Relaxed);
+                })
+            });
+            assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1), "n = {n}");
+        }
     }
 
     #[test]
