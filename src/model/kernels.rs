@@ -15,10 +15,12 @@
 //! depends on the rows batched with it; every path gives the same bits.
 
 mod kquant;
+mod packed;
 mod quant;
 mod x86;
 mod x86_f16;
 mod x86_k;
+mod x86_packed;
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -135,12 +137,16 @@ pub fn cpu_description() -> String {
 /// A linear layer `y = x · Wᵀ` whose weight `W` (`[out, in]`) stays quantized.
 #[derive(Debug, Clone)]
 pub struct QLinear {
-    weight: Arc<QTensor>,
+    /// The weight as loaded; `None` for the block formats, whose one copy is `packed`.
+    weight: Option<Arc<QTensor>>,
+    dtype: GgmlDType,
     /// Set when our kernels handle this weight's format and shape.
     format: Option<Format>,
     /// candle's matmul for this weight, made on first use: for F16 it holds a dequantized copy
     /// of the weight, which our own kernels never need.
     fallback: Arc<OnceLock<QMatMul>>,
+    /// Block-format weights repacked for our kernels ([`packed`]).
+    packed: Option<Arc<Vec<u8>>>,
     out_features: usize,
     in_features: usize,
 }
@@ -148,14 +154,62 @@ pub struct QLinear {
 impl QLinear {
     pub fn new(weight: Arc<QTensor>) -> Result<Self> {
         let (out_features, in_features) = weight.shape().dims2()?;
-        let format = Format::of(weight.dtype())
+        let dtype = weight.dtype();
+        let format = Format::of(dtype)
             .filter(|f| in_features.is_multiple_of(f.block_values()) && weight.device().is_cpu());
         let fallback = Arc::new(OnceLock::new());
         if format.is_none() {
             // Made now, so that a weight candle cannot take fails at load time.
             let _ = fallback.set(QMatMul::from_arc(weight.clone())?);
         }
-        Ok(Self { fallback, weight, format, out_features, in_features })
+        let (weight, packed) = match format {
+            Some(Format::Block(f)) => {
+                (None, Some(Arc::new(packed::pack(f, &weight.data()?, out_features, in_features / QK))))
+            }
+            _ => (Some(weight), None),
+        };
+        Ok(Self { weight, dtype, format, fallback, packed, out_features, in_features })
+    }
+
+    /// The weight as a candle tensor (for block formats, rebuilt from the packed copy).
+    pub fn weight(&self) -> Result<Arc<QTensor>> {
+        match (&self.weight, &self.packed, self.format) {
+            (Some(weight), ..) => Ok(weight.clone()),
+            (None, Some(data), Some(Format::Block(f))) => {
+                let raw = packed::unpack(f, data, self.out_features, self.in_features / QK);
+                let dims = vec![self.out_features, self.in_features];
+                let weight = candle_core::quantized::ggml_file::qtensor_from_ggml(
+                    self.dtype,
+                    &raw,
+                    dims,
+                    &Device::Cpu,
+                )?;
+                Ok(Arc::new(weight))
+            }
+            _ => unreachable!("only block formats are held packed alone"),
+        }
+    }
+
+    /// Rows `ids` of the weight as f32, `[ids.len(), in]`: the embedding lookup of an embedding
+    /// matrix.
+    pub fn rows(&self, ids: &[u32]) -> Result<Tensor> {
+        let k = self.in_features;
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.out_features) {
+            candle_core::bail!("row {bad} of a weight with {} rows", self.out_features);
+        }
+        match (&self.packed, self.format) {
+            (Some(data), Some(Format::Block(f))) => {
+                let nb = k / QK;
+                let group_bytes = nb * f.packed_block_bytes();
+                let mut out = vec![0f32; ids.len() * k];
+                for (&id, row) in ids.iter().zip(out.chunks_exact_mut(k)) {
+                    let (g, j) = (id as usize / packed::GROUP, id as usize % packed::GROUP);
+                    packed::dequantize_row(f, &data[g * group_bytes..][..group_bytes], j, row);
+                }
+                Tensor::from_vec(out, (ids.len(), k), &Device::Cpu)
+            }
+            _ => self.weight()?.embedding(&Tensor::new(ids, &Device::Cpu)?),
+        }
     }
 
     pub fn out_features(&self) -> usize {
@@ -195,7 +249,7 @@ impl QLinear {
         if let Some(matmul) = self.fallback.get() {
             return Ok(matmul);
         }
-        let matmul = QMatMul::from_arc(self.weight.clone())?;
+        let matmul = QMatMul::from_arc(self.weight()?)?;
         Ok(self.fallback.get_or_init(|| matmul))
     }
 
@@ -214,19 +268,24 @@ impl QLinear {
         let (storage, layout) = x.storage_and_layout();
         let Storage::Cpu(cpu) = &*storage else { candle_core::bail!("QLinear: input is not on the CPU") };
         let xs = &cpu.as_slice::<f32>()?[layout.start_offset()..layout.start_offset() + m * k];
-        let data = self.weight.data()?;
         let mut out = vec![0f32; m * self.out_features];
         let shape = Shape { n: self.out_features, nb, m, row_bytes: nb * format.block_bytes() };
         match format {
             Format::Block(f) => {
                 let acts = activations(xs, k, nb, ActBlock::ZERO, |row, out| quantize_row(path, row, out));
-                matmul(&BlockDot { format: f, path }, &data, &acts, shape, &mut out);
+                let packed = self.packed.as_ref().expect("block formats are packed at load");
+                let shape = Shape { row_bytes: nb * f.packed_block_bytes(), ..shape };
+                matmul(&BlockDot { format: f, path }, packed, &acts, shape, &mut out);
             }
             Format::K(f) => {
+                let data = self.weight()?;
+                let data = data.data()?;
                 let acts = activations(xs, k, nb, ActBlockK::ZERO, kquant::quantize_row_k);
                 matmul(&KDot { format: f, path }, &data, &acts, shape, &mut out);
             }
             Format::F16 => {
+                let data = self.weight()?;
+                let data = data.data()?;
                 let acts = activations(xs, k, nb, [0f32; QK], quant::round_row_f16);
                 matmul(&F16Dot { path }, &data, &acts, shape, &mut out);
             }
@@ -269,8 +328,11 @@ fn activations<A: Copy + Send + Sync>(
 /// Dot products of weight rows with `R` activation rows, for one weight format and path.
 trait RowDot: Sync {
     type Act: Sync;
-    /// `out[r][j - rows.start] = w_j · ys[r]` for every weight row `j` in `rows`, `C` weight rows
-    /// at a time (row `j` is `w[j * row_bytes..][..row_bytes]`, `nb` blocks).
+    /// Weight rows per unit of `w`: 1, or [`packed::GROUP`] for packed groups.
+    const UNIT: usize;
+    /// `out[r][UNIT·(u - rows.start) + i] = w_{UNIT·u + i} · ys[r]` for every unit `u` in `rows`
+    /// as far as `out[r]` reaches, `C` units at a time (unit `u` is
+    /// `w[u * row_bytes..][..row_bytes]`, `nb` blocks).
     fn dot_rows<const R: usize, const C: usize>(
         &self,
         w: &[u8],
@@ -321,6 +383,7 @@ struct BlockDot {
 
 impl RowDot for BlockDot {
     type Act = ActBlock;
+    const UNIT: usize = packed::GROUP;
     fn dot_rows<const R: usize, const C: usize>(
         &self,
         w: &[u8],
@@ -332,8 +395,18 @@ impl RowDot for BlockDot {
     ) {
         dispatch!(
             self.path,
-            block_rows::<R, C>(self.format, w, row_bytes, rows, nb, ys, out),
-            else scalar_rows(w, row_bytes, rows, ys, out, |wr, y| quant::dot_row(self.format, wr, y))
+            packed_rows::<R, C>(self.format, w, row_bytes, rows, nb, ys, out),
+            else {
+                for g in rows.clone() {
+                    let group = &w[g * row_bytes..][..row_bytes];
+                    let at = (g - rows.start) * packed::GROUP;
+                    for r in 0..R {
+                        let v = packed::dot_group(self.format, group, ys[r]);
+                        let n = (out[r].len() - at).min(packed::GROUP);
+                        out[r][at..at + n].copy_from_slice(&v[..n]);
+                    }
+                }
+            }
         )
     }
 }
@@ -345,6 +418,7 @@ struct KDot {
 
 impl RowDot for KDot {
     type Act = ActBlockK;
+    const UNIT: usize = 1;
     fn dot_rows<const R: usize, const C: usize>(
         &self,
         w: &[u8],
@@ -368,6 +442,7 @@ struct F16Dot {
 
 impl RowDot for F16Dot {
     type Act = [f32; QK];
+    const UNIT: usize = 1;
     fn dot_rows<const R: usize, const C: usize>(
         &self,
         w: &[u8],
@@ -385,7 +460,8 @@ impl RowDot for F16Dot {
     }
 }
 
-/// A matmul's sizes: `n` weight rows of `nb` blocks (`row_bytes` each), `m` activation rows.
+/// A matmul's sizes: `n` weight rows of `nb` blocks (`row_bytes` per unit of rows), `m`
+/// activation rows.
 #[derive(Clone, Copy)]
 struct Shape {
     n: usize,
@@ -397,28 +473,29 @@ struct Shape {
 /// `out[i, j] = Σ acts[i] · w[j]`.
 fn matmul<D: RowDot>(dot: &D, w: &[u8], acts: &[D::Act], shape: Shape, out: &mut [f32]) {
     let Shape { n, nb, m, row_bytes } = shape;
-    assert!(w.len() >= n * row_bytes, "weight data shorter than its shape");
+    let units = n.div_ceil(D::UNIT);
+    assert!(w.len() >= units * row_bytes, "weight data shorter than its shape");
     assert_eq!(acts.len(), m * nb);
     assert_eq!(out.len(), m * n);
     // Enough tasks per thread to balance, each a contiguous run of weight rows that stays in
     // cache while every activation row streams past it.
     let out_ptr = DisjointPtr(out.as_mut_ptr());
-    Team::global().for_each_range(n, 4, |columns| {
+    Team::global().for_each_range(units, 4, |units| {
         let tile = Tile { w, row_bytes, nb, acts, n, out: out_ptr };
         // Activation rows in tiles of 8, then 4, then 1: one weight block is loaded and
         // unpacked once per tile; the fewer the activation rows, the more weight rows a tile
         // holds, so that it keeps as many independent accumulators.
         let mut i = 0;
         while i + 8 <= m {
-            tile.run::<D, 8, 1>(dot, i, columns.clone());
+            tile.run::<D, 8, 1>(dot, i, units.clone());
             i += 8;
         }
         while i + 4 <= m {
-            tile.run::<D, 4, 2>(dot, i, columns.clone());
+            tile.run::<D, 4, 2>(dot, i, units.clone());
             i += 4;
         }
         for i in i..m {
-            tile.run::<D, 1, 4>(dot, i, columns.clone());
+            tile.run::<D, 1, 4>(dot, i, units.clone());
         }
     });
 }
@@ -434,16 +511,17 @@ struct Tile<'a, A> {
 }
 
 impl<A> Tile<'_, A> {
-    /// Activation rows `i..i+R` against weight rows `columns`, `C` weight rows at a time.
+    /// Activation rows `i..i+R` against the weight rows of `units`, `C` units at a time.
     #[inline]
     fn run<D: RowDot<Act = A>, const R: usize, const C: usize>(
         &self,
         dot: &D,
         i: usize,
-        columns: Range<usize>,
+        units: Range<usize>,
     ) {
         let m = self.acts.len() / self.nb;
-        assert!(i + R <= m && columns.end <= self.n);
+        let columns = units.start * D::UNIT..(units.end * D::UNIT).min(self.n);
+        assert!(i + R <= m && columns.start <= columns.end);
         let ys: [&[A]; R] = std::array::from_fn(|r| &self.acts[(i + r) * self.nb..][..self.nb]);
         // SAFETY: row i + r < m and columns ⊆ 0..n, so each slice is inside the m × n output;
         // the R slices are on different rows, and these columns belong to this task only.
@@ -453,7 +531,7 @@ impl<A> Tile<'_, A> {
                 columns.len(),
             )
         });
-        dot.dot_rows::<R, C>(self.w, self.row_bytes, columns, self.nb, ys, &mut out);
+        dot.dot_rows::<R, C>(self.w, self.row_bytes, units, self.nb, ys, &mut out);
     }
 }
 

@@ -157,7 +157,8 @@ impl RopeTables {
 /// The loaded weights and configuration of one model.
 pub struct Transformer {
     pub config: ModelConfig,
-    embedding: Arc<QTensor>,
+    /// The token embedding matrix (shared with `output` when the embeddings are tied).
+    embedding: QLinear,
     blocks: Vec<Block>,
     output_norm: Tensor,
     output: QLinear,
@@ -179,7 +180,7 @@ impl Transformer {
         let (d, hd) = (cfg.n_embd, cfg.head_dim);
         let q_dim = cfg.n_head * hd;
         let kv_dim = cfg.n_head_kv * hd;
-        let embedding = file.tensor("token_embd.weight", &[cfg.vocab_size, d])?;
+        let embedding = linear(file, "token_embd.weight", cfg.vocab_size, d)?;
         let mut blocks = Vec::with_capacity(cfg.n_layer);
         for i in 0..cfg.n_layer {
             let p = |s: &str| format!("blk.{i}.{s}");
@@ -220,7 +221,7 @@ impl Transformer {
         let output = if file.has_tensor("output.weight") {
             linear(file, "output.weight", cfg.vocab_size, d)?
         } else {
-            QLinear::new(embedding.clone())?
+            embedding.clone()
         };
         let rope_freq_factors = if file.has_tensor("rope_freqs.weight") {
             let factors = file.tensor("rope_freqs.weight", &[hd / 2])?.dequantize(&Device::Cpu)?;
@@ -317,8 +318,7 @@ impl Transformer {
         let kv_width = c.n_head_kv * hd;
 
         let ids: Vec<u32> = rows.iter().map(|r| r.token).collect();
-        let ids = Tensor::from_vec(ids, n, &Device::Cpu)?;
-        let mut x = self.embedding.embedding(&ids)?; // [n, d]
+        let mut x = self.embedding.rows(&ids)?; // [n, d]
         let rope = self.rope_tables(&positions);
 
         for (layer, block) in self.blocks.iter().enumerate() {

@@ -1,11 +1,9 @@
-//! Block formats and the portable (scalar) kernels.
+//! Block formats, activation quantization and the portable F16 kernel.
 //!
-//! The arithmetic follows llama.cpp's CPU kernels step for step, so that our matmuls give the
-//! numbers llama.cpp gives on the same GGUF: activations are quantized per 32 values to 8 bits
-//! with an f16 scale (plus, for Q4_1, the f16 block sum `s = d·Σq`), integer products are summed
-//! in eight lanes of four values each, each lane is scaled with a fused multiply-add, and the
-//! lanes are added in the order of an AVX horizontal sum. The scalar code here computes exactly
-//! what the AVX2 code computes; it is the fallback and the reference in the tests.
+//! Activations are quantized as llama.cpp quantizes them, so that our matmuls give the numbers
+//! llama.cpp gives on the same GGUF: per 32 values to 8 bits with an f16 scale (plus, for the
+//! formats with a minimum, the f16 block sum `s = d·Σq`). The block formats' dot products run on
+//! weights repacked eight rows at a time ([`super::packed`]).
 
 use half::f16;
 
@@ -41,15 +39,15 @@ impl WeightFormat {
 }
 
 /// 32 activations quantized to 8 bits: llama.cpp's `block_q8_1` with its f16 fields widened
-/// to f32 (their values are f16-rounded, so nothing differs but the layout), plus each lane's
-/// quant sum times −128 for the VNNI kernels.
+/// to f32 (their values are f16-rounded, so nothing differs but the layout), plus the exact
+/// sum of the quants.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C, align(32))]
 pub struct ActBlock {
     pub qs: [i8; QK],
-    /// `−128 · Σ qs[4l..4l+4]` per lane `l`: VNNI multiplies unsigned by signed bytes, so signed
-    /// weight quants are read as `x + 128` and this takes the excess back out exactly.
-    pub bias: [i32; 8],
+    /// `Σ qs`: the kernels multiply unsigned by signed bytes, so signed weight quants are read
+    /// as `q + offset` and `offset · sum` takes the excess back out exactly.
+    pub sum: i32,
     /// Scale, f16-rounded.
     pub d: f32,
     /// `d·Σqs`, f16-rounded; only the kernels of formats with a minimum use it.
@@ -57,7 +55,7 @@ pub struct ActBlock {
 }
 
 impl ActBlock {
-    pub const ZERO: Self = Self { qs: [0; QK], bias: [0; 8], d: 0.0, s: 0.0 };
+    pub const ZERO: Self = Self { qs: [0; QK], sum: 0, d: 0.0, s: 0.0 };
 }
 
 fn f16_round(x: f32) -> f32 {
@@ -83,118 +81,25 @@ pub fn quantize_row(x: &[f32], out: &mut [ActBlock]) {
             *q = r as i8;
             sum += r;
         }
-        for (l, bias) in block.bias.iter_mut().enumerate() {
-            *bias = -128 * block.qs[4 * l..4 * l + 4].iter().map(|&q| q as i32).sum::<i32>();
-        }
+        block.sum = sum;
         block.d = f16_round(d);
         block.s = f16_round(d * sum as f32);
     }
 }
 
-/// The horizontal sum of eight lanes in the order of llama.cpp's `hsum_float_8`.
-#[inline]
-pub fn hsum8(v: &[f32; 8]) -> f32 {
-    let r = [v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]];
-    (r[0] + r[2]) + (r[1] + r[3])
-}
-
-/// Unpacks a 4-bit block: bytes 0..16 hold values 0..16 in their low nibbles and values
-/// 16..32 in their high nibbles.
-#[inline]
-fn nibbles(qs: &[u8]) -> [i32; QK] {
-    let mut v = [0i32; QK];
-    for j in 0..QK / 2 {
-        v[j] = (qs[j] & 0x0F) as i32;
-        v[j + QK / 2] = (qs[j] >> 4) as i32;
-    }
-    v
-}
-
-/// A 5-bit block's quants (0..32): `qs` as for 4 bits, the fifth bit of value `j` is bit `j`
-/// of the little-endian `qh`.
-#[inline]
-fn five_bits(qh: &[u8], qs: &[u8]) -> [i32; QK] {
-    let high = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
-    let mut v = nibbles(qs);
-    for (j, x) in v.iter_mut().enumerate() {
-        *x |= (((high >> j) & 1) << 4) as i32;
-    }
-    v
-}
-
-/// Integer products summed in eight lanes of four consecutive values.
-#[inline]
-fn lane_sums(x: &[i32; QK], y: &[i8; QK]) -> [i32; 8] {
-    let mut lanes = [0i32; 8];
-    for (l, lane) in lanes.iter_mut().enumerate() {
-        *lane = (4 * l..4 * l + 4).map(|j| x[j] * y[j] as i32).sum();
-    }
-    lanes
-}
-
-/// Dot product of one weight row (raw GGUF block bytes) with one quantized activation row.
-pub fn dot_row(format: WeightFormat, w: &[u8], y: &[ActBlock]) -> f32 {
-    let bb = format.block_bytes();
-    let mut acc = [0f32; 8];
-    let mut summs = 0f32;
-    for (blk, a) in w.chunks_exact(bb).zip(y) {
-        let (x, scale) = match format {
-            WeightFormat::Q4_0 => {
-                let mut x = nibbles(&blk[2..18]);
-                x.iter_mut().for_each(|v| *v -= 8);
-                (x, read_f16(blk, 0) * a.d)
-            }
-            WeightFormat::Q4_1 => {
-                summs += read_f16(blk, 2) * a.s;
-                (nibbles(&blk[4..20]), read_f16(blk, 0) * a.d)
-            }
-            WeightFormat::Q5_0 => {
-                let mut x = five_bits(&blk[2..6], &blk[6..22]);
-                x.iter_mut().for_each(|v| *v -= 16);
-                (x, read_f16(blk, 0) * a.d)
-            }
-            WeightFormat::Q5_1 => {
-                summs += read_f16(blk, 2) * a.s;
-                (five_bits(&blk[4..8], &blk[8..24]), read_f16(blk, 0) * a.d)
-            }
-            WeightFormat::Q8_0 => {
-                let mut x = [0i32; QK];
-                for (v, &b) in x.iter_mut().zip(&blk[2..34]) {
-                    *v = b as i8 as i32;
-                }
-                (x, read_f16(blk, 0) * a.d)
-            }
-        };
-        let lanes = lane_sums(&x, &a.qs);
-        for (acc, lane) in acc.iter_mut().zip(lanes) {
-            *acc = (lane as f32).mul_add(scale, *acc);
-        }
-    }
-    hsum8(&acc) + summs
-}
-
 /// Dequantizes one weight row (for tests and reference computations).
 #[cfg(test)]
 pub fn dequantize_row(format: WeightFormat, w: &[u8]) -> Vec<f32> {
-    let bb = format.block_bytes();
-    let mut out = Vec::with_capacity(w.len() / bb * QK);
-    for blk in w.chunks_exact(bb) {
-        let d = read_f16(blk, 0);
-        match format {
-            WeightFormat::Q4_0 => out.extend(nibbles(&blk[2..18]).iter().map(|&q| d * (q - 8) as f32)),
-            WeightFormat::Q4_1 => {
-                let m = read_f16(blk, 2);
-                out.extend(nibbles(&blk[4..20]).iter().map(|&q| d * q as f32 + m))
-            }
-            WeightFormat::Q5_0 => {
-                out.extend(five_bits(&blk[2..6], &blk[6..22]).iter().map(|&q| d * (q - 16) as f32))
-            }
-            WeightFormat::Q5_1 => {
-                let m = read_f16(blk, 2);
-                out.extend(five_bits(&blk[4..8], &blk[8..24]).iter().map(|&q| d * q as f32 + m))
-            }
-            WeightFormat::Q8_0 => out.extend(blk[2..34].iter().map(|&q| d * (q as i8) as f32)),
-        }
+    let offset = format.quant_offset();
+    let mut out = Vec::with_capacity(w.len() / format.block_bytes() * QK);
+    for blk in w.chunks_exact(format.block_bytes()) {
+        let (q, d, m) = super::packed::gguf_block(format, blk);
+        let (d, m) =
+            (f16::from_bits(u16::from_le_bytes(d)).to_f32(), f16::from_bits(u16::from_le_bytes(m)).to_f32());
+        out.extend(q.iter().map(|&q| match format {
+            WeightFormat::Q8_0 => d * (q as i8) as f32,
+            _ => d * (q as i32 - offset) as f32 + m,
+        }));
     }
     out
 }

@@ -125,7 +125,7 @@ fn every_format_equals_its_dequantized_reference() {
     for dtype in ALL_FORMATS {
         for (n, k) in K_SHAPES {
             let l = layer(dtype, n, k, 23);
-            let w = rows(&l.weight.dequantize(&Device::Cpu).unwrap());
+            let w = rows(&l.weight().unwrap().dequantize(&Device::Cpu).unwrap());
             for m in [1, 9] {
                 let xs = pseudo_random(m * k, 29);
                 let ours =
@@ -141,7 +141,8 @@ fn every_format_equals_its_dequantized_reference() {
                             GgmlDType::Q5_1 => Some(24),
                             _ => None,
                         } {
-                            let data = l.weight.data().unwrap();
+                            let weight = l.weight().unwrap();
+                            let data = weight.data().unwrap();
                             let mut acts = vec![ActBlock::ZERO; k / QK];
                             quant::quantize_row(x, &mut acts);
                             for (b, act) in acts.iter().enumerate() {
@@ -205,7 +206,8 @@ fn kernels_equal_a_plain_integer_reference() {
         };
         for (n, k) in SHAPES {
             let l = layer(dtype, n, k, 3);
-            let data = l.weight.data().unwrap();
+            let weight = l.weight().unwrap();
+            let data = weight.data().unwrap();
             let row_bytes = k / QK * format.block_bytes();
             for m in [1, 5] {
                 let xs = pseudo_random(m * k, 5);
@@ -234,7 +236,7 @@ fn kernels_agree_with_dequantized_f32_matmul() {
     for dtype in FORMATS {
         for (n, k) in SHAPES {
             let l = layer(dtype, n, k, 9);
-            let wf = l.weight.dequantize(&Device::Cpu).unwrap();
+            let wf = l.weight().unwrap().dequantize(&Device::Cpu).unwrap();
             let w_rows = rows(&wf);
             for m in ROWS {
                 let x = input(m, k, 13);

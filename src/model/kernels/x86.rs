@@ -1,11 +1,10 @@
-//! x86 kernels for the 32-value block formats and F16: the same arithmetic as
-//! `quant::dot_row` and `quant::dot_row_f16`, on tiles of `R` activation rows × `C` weight rows so
-//! that a weight block is loaded and unpacked once for `R` rows, an activation block once for `C`
-//! weight rows, and `R·C` independent accumulators keep the vector units busy.
+//! x86 entry points of our kernels (block formats in `x86_packed.rs`, K-quants in `x86_k.rs`,
+//! F16 in `x86_f16.rs`) and what the two instruction sets provide them.
 //!
-//! Two instruction sets share one body: AVX2 (byte products by `maddubs` + `madd`) and AVX-512
-//! VNNI on 256-bit vectors (`vpdpbusd`, and 32 vector registers). Both sum the same four products
-//! into each 32-bit lane without overflow, so they give the same integers and the same bits.
+//! Two instruction sets share one body per kernel: AVX2 (byte products by `maddubs` + `madd`)
+//! and AVX-512 VNNI on 256-bit vectors (`vpdpbusd`, and 32 vector registers). Both sum the same
+//! products into each 32-bit lane without overflow, so they give the same integers and the same
+//! bits.
 
 #![cfg(target_arch = "x86_64")]
 // Index loops mirror the tiles (several arrays indexed by the same row or column).
@@ -38,13 +37,17 @@ pub fn has_avx512_vnni() -> bool {
 
 /// An instruction set's share of the kernels: its integer dot products and its F16 kernel.
 pub trait Isa {
-    /// Unsigned × signed bytes, four consecutive products summed per 32-bit lane.
-    unsafe fn dot_us(x: __m256i, y: __m256i) -> __m256i;
+    /// What [`Isa::dot_signed`] adds to every signed weight quant: its result exceeds the
+    /// true sum by this times the sum of the activation quants.
+    const SIGNED_OFFSET: i32;
+    /// `acc` + unsigned `x` (at most 128) × signed `y`, four consecutive products summed per
+    /// 32-bit lane.
+    unsafe fn dot_us(acc: __m256i, x: __m256i, y: __m256i) -> __m256i;
     /// Signed weight quants `x` in the form [`Isa::dot_signed`] reads, once per weight block.
     unsafe fn prepare_signed(x: __m256i) -> __m256i;
-    /// Signed `x` (and `prepared` from it) × the activation block's quants, four consecutive
-    /// products summed per 32-bit lane.
-    unsafe fn dot_signed(x: __m256i, prepared: __m256i, a: *const ActBlock) -> __m256i;
+    /// `acc` + signed `x` (and `prepared` from it) × signed `y`, four consecutive products
+    /// summed per 32-bit lane, plus [`Isa::SIGNED_OFFSET`] times the sum of `y`'s four bytes.
+    unsafe fn dot_signed(acc: __m256i, x: __m256i, prepared: __m256i, y: __m256i) -> __m256i;
     /// `acc + Σ` of each lane's two i16 × i16 products.
     unsafe fn dot_i16(acc: __m256i, x: __m256i, y: __m256i) -> __m256i;
     /// F16 weight rows `rows` against `R` rows of f16-rounded activations.
@@ -62,9 +65,10 @@ pub trait Isa {
 pub struct Avx2;
 
 impl Isa for Avx2 {
+    const SIGNED_OFFSET: i32 = 0;
     #[inline(always)]
-    unsafe fn dot_us(x: __m256i, y: __m256i) -> __m256i {
-        _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1))
+    unsafe fn dot_us(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1)))
     }
     /// |x|: the products are |x| × (y with x's sign).
     #[inline(always)]
@@ -72,8 +76,8 @@ impl Isa for Avx2 {
         _mm256_sign_epi8(x, x)
     }
     #[inline(always)]
-    unsafe fn dot_signed(x: __m256i, prepared: __m256i, a: *const ActBlock) -> __m256i {
-        Self::dot_us(prepared, _mm256_sign_epi8(act_qs(a), x))
+    unsafe fn dot_signed(acc: __m256i, x: __m256i, prepared: __m256i, y: __m256i) -> __m256i {
+        Self::dot_us(acc, prepared, _mm256_sign_epi8(y, x))
     }
     #[inline(always)]
     unsafe fn dot_i16(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
@@ -96,21 +100,20 @@ impl Isa for Avx2 {
 pub struct Vnni;
 
 impl Isa for Vnni {
+    /// `x + 128` as unsigned bytes: one instruction per product vector instead of a sign flip
+    /// and a product; the caller takes `128·Σy` back out.
+    const SIGNED_OFFSET: i32 = 128;
     #[inline(always)]
-    unsafe fn dot_us(x: __m256i, y: __m256i) -> __m256i {
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), x, y)
+    unsafe fn dot_us(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, x, y)
     }
-    /// x + 128 as unsigned bytes.
     #[inline(always)]
     unsafe fn prepare_signed(x: __m256i) -> __m256i {
         _mm256_xor_si256(x, _mm256_set1_epi8(-128))
     }
-    /// Σ (x + 128)·y − 128·Σ y, the second term being the block's `bias`: one instruction per
-    /// activation row instead of a sign flip and a product.
     #[inline(always)]
-    unsafe fn dot_signed(_x: __m256i, prepared: __m256i, a: *const ActBlock) -> __m256i {
-        let bias = _mm256_load_si256((*a).bias.as_ptr() as *const __m256i);
-        _mm256_dpbusd_epi32(bias, prepared, act_qs(a))
+    unsafe fn dot_signed(acc: __m256i, _x: __m256i, prepared: __m256i, y: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, prepared, y)
     }
     #[inline(always)]
     unsafe fn dot_i16(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
@@ -143,102 +146,6 @@ impl Isa for Vnni {
     }
 }
 
-#[inline(always)]
-unsafe fn act_qs(a: *const ActBlock) -> __m256i {
-    _mm256_load_si256((*a).qs.as_ptr() as *const __m256i)
-}
-
-#[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = std::ptr::read_unaligned(p as *const u16);
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-}
-
-/// 16 bytes of packed nibbles to 32 bytes 0..15: low nibbles first, then high nibbles.
-#[inline(always)]
-unsafe fn nibbles(qs: *const u8) -> __m256i {
-    let lo = _mm_loadu_si128(qs as *const __m128i);
-    let hi = _mm_srli_epi16(lo, 4);
-    _mm256_and_si256(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(0x0F))
-}
-
-/// 32 bits to 32 bytes: 0xFF where the bit is set (llama.cpp's `bytes_from_bits_32`).
-#[inline(always)]
-unsafe fn bytes_from_bits(p: *const u8) -> __m256i {
-    let bits = std::ptr::read_unaligned(p as *const u32);
-    let shuffle =
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
-    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), shuffle);
-    let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-    _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
-}
-
-/// One 32-value weight block format: its scale, its minimum (formats with one) and its quants.
-trait Block {
-    const FORMAT: WeightFormat;
-    /// value = d·q + m (`q` unsigned) rather than d·q (`q` signed).
-    const WITH_MIN: bool;
-    unsafe fn quants(blk: *const u8) -> __m256i;
-}
-
-struct Q4_0;
-struct Q4_1;
-struct Q5_0;
-struct Q5_1;
-struct Q8_0;
-
-impl Block for Q4_0 {
-    const FORMAT: WeightFormat = WeightFormat::Q4_0;
-    const WITH_MIN: bool = false;
-    #[inline(always)]
-    unsafe fn quants(blk: *const u8) -> __m256i {
-        _mm256_sub_epi8(nibbles(blk.add(2)), _mm256_set1_epi8(8))
-    }
-}
-
-impl Block for Q4_1 {
-    const FORMAT: WeightFormat = WeightFormat::Q4_1;
-    const WITH_MIN: bool = true;
-    #[inline(always)]
-    unsafe fn quants(blk: *const u8) -> __m256i {
-        nibbles(blk.add(4))
-    }
-}
-
-impl Block for Q5_0 {
-    const FORMAT: WeightFormat = WeightFormat::Q5_0;
-    const WITH_MIN: bool = false;
-    /// q − 16: the nibble where the fifth bit is set, nibble − 16 (0xF0 | nibble) where not.
-    #[inline(always)]
-    unsafe fn quants(blk: *const u8) -> __m256i {
-        _mm256_or_si256(
-            nibbles(blk.add(6)),
-            _mm256_andnot_si256(bytes_from_bits(blk.add(2)), _mm256_set1_epi8(0xF0u8 as i8)),
-        )
-    }
-}
-
-impl Block for Q5_1 {
-    const FORMAT: WeightFormat = WeightFormat::Q5_1;
-    const WITH_MIN: bool = true;
-    #[inline(always)]
-    unsafe fn quants(blk: *const u8) -> __m256i {
-        _mm256_or_si256(
-            nibbles(blk.add(8)),
-            _mm256_and_si256(bytes_from_bits(blk.add(4)), _mm256_set1_epi8(0x10)),
-        )
-    }
-}
-
-impl Block for Q8_0 {
-    const FORMAT: WeightFormat = WeightFormat::Q8_0;
-    const WITH_MIN: bool = false;
-    #[inline(always)]
-    unsafe fn quants(blk: *const u8) -> __m256i {
-        _mm256_loadu_si256(blk.add(2) as *const __m256i)
-    }
-}
-
 /// How many tiles ahead the kernels prefetch weights: decode streams every weight once, and
 /// the hardware prefetcher alone leaves the loads waiting (2.2× decode tok/s with this, measured
 /// on Q4_1 at one thread).
@@ -254,95 +161,6 @@ pub unsafe fn prefetch(p: *const u8, len: usize) {
     }
 }
 
-#[inline(always)]
-unsafe fn hsum8(v: __m256) -> f32 {
-    let r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-    let r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    let r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    _mm_cvtss_f32(r)
-}
-
-/// `C` weight rows (`w`, `w + row_bytes`, ...) against `R` activation rows: `out[c][r]`.
-#[inline(always)]
-unsafe fn block_tile<B: Block, O: Isa, const R: usize, const C: usize>(
-    w: *const u8,
-    row_bytes: usize,
-    nb: usize,
-    ys: [*const ActBlock; R],
-    sums: *const [f32; R],
-) -> [[f32; R]; C] {
-    let bb = B::FORMAT.block_bytes();
-    let mut acc = [[_mm256_setzero_ps(); R]; C];
-    let mut summs = [[0f32; R]; C];
-    for b in 0..nb {
-        for c in 0..C {
-            let blk = w.add(c * row_bytes + b * bb);
-            _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(PREFETCH_TILES * C * row_bytes) as *const i8);
-            let dw = _mm256_set1_ps(f16_at(blk));
-            let x = B::quants(blk);
-            let prepared = if B::WITH_MIN { x } else { O::prepare_signed(x) };
-            if B::WITH_MIN {
-                // The R rows' sums side by side: one vector multiply and add for all of them.
-                let (m, s) = (f16_at(blk.add(2)), &*sums.add(b));
-                for r in 0..R {
-                    summs[c][r] += m * s[r];
-                }
-            }
-            for r in 0..R {
-                let a = ys[r].add(b);
-                let lanes = if B::WITH_MIN { O::dot_us(x, act_qs(a)) } else { O::dot_signed(x, prepared, a) };
-                // dw·d in every lane, from a broadcast load rather than a scalar product and a
-                // broadcast (one shuffle-port instruction fewer per block and row).
-                let scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&(*a).d));
-                acc[c][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scale, acc[c][r]);
-            }
-        }
-    }
-    let mut out = [[0f32; R]; C];
-    for c in 0..C {
-        for r in 0..R {
-            out[c][r] = hsum8(acc[c][r]) + summs[c][r];
-        }
-    }
-    out
-}
-
-/// Weight rows `rows` against `R` activation rows, `C` weight rows at a time: `out[r][j -
-/// rows.start]` for row `j`.
-#[inline(always)]
-unsafe fn block_rows<B: Block, O: Isa, const R: usize, const C: usize>(
-    w: &[u8],
-    row_bytes: usize,
-    rows: Range<usize>,
-    nb: usize,
-    ys: [&[ActBlock]; R],
-    out: &mut [&mut [f32]; R],
-) {
-    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * B::FORMAT.block_bytes());
-    assert!(ys.iter().all(|y| y.len() >= nb) && out.iter().all(|o| o.len() >= rows.len()));
-    // Formats with a minimum read every row's block sum `s` per block: laid out by block.
-    let sums: Vec<[f32; R]> =
-        if B::WITH_MIN { (0..nb).map(|b| std::array::from_fn(|r| ys[r][b].s)).collect() } else { Vec::new() };
-    let sums = sums.as_ptr();
-    let ys = ys.map(|y| y.as_ptr());
-    let mut j = rows.start;
-    while j + C <= rows.end {
-        let v = block_tile::<B, O, R, C>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys, sums);
-        for c in 0..C {
-            for r in 0..R {
-                out[r][j + c - rows.start] = v[c][r];
-            }
-        }
-        j += C;
-    }
-    for j in j..rows.end {
-        let v = block_tile::<B, O, R, 1>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys, sums);
-        for r in 0..R {
-            out[r][j - rows.start] = v[0][r];
-        }
-    }
-}
-
 /// The entry points of one instruction set: `#[target_feature]` functions that instantiate the
 /// bodies above (inlined into them, so compiled with those features).
 macro_rules! entry_points {
@@ -350,38 +168,39 @@ macro_rules! entry_points {
         pub mod $module {
             use super::*;
 
-            /// Block-format weight rows `rows` against `R` activation rows, `C` weight rows at a
-            /// time; `out[r][j - rows.start]` for row `j`.
+            /// Packed block-format groups `groups` against `R` activation rows, `G` groups at a
+            /// time; `out[r][8 (g - groups.start) + j]` for weight row `8g + j`.
             ///
             /// # Safety
-            /// The CPU must have this module's features; `w` must hold `rows.end` rows of
-            /// `row_bytes` bytes (`nb` blocks of `format`), every `ys[r]` at least `nb` blocks
-            /// and every `out[r]` at least `rows.len()` values.
+            /// The CPU must have this module's features; `w` must hold `groups.end` packed
+            /// groups of `group_bytes` bytes (`nb` packed blocks of `format`), every `ys[r]` at
+            /// least `nb` blocks, and every `out[r]` must end inside the last group.
             #[target_feature(enable = $features)]
-            pub unsafe fn block_rows<const R: usize, const C: usize>(
+            pub unsafe fn packed_rows<const R: usize, const G: usize>(
                 format: WeightFormat,
                 w: &[u8],
-                row_bytes: usize,
-                rows: Range<usize>,
+                group_bytes: usize,
+                groups: Range<usize>,
                 nb: usize,
                 ys: [&[ActBlock]; R],
                 out: &mut [&mut [f32]; R],
             ) {
+                use super::super::x86_packed::{packed_rows, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
                 match format {
                     WeightFormat::Q4_0 => {
-                        super::block_rows::<Q4_0, $ops, R, C>(w, row_bytes, rows, nb, ys, out)
+                        packed_rows::<Q4_0, $ops, R, G>(w, group_bytes, groups, nb, ys, out)
                     }
                     WeightFormat::Q4_1 => {
-                        super::block_rows::<Q4_1, $ops, R, C>(w, row_bytes, rows, nb, ys, out)
+                        packed_rows::<Q4_1, $ops, R, G>(w, group_bytes, groups, nb, ys, out)
                     }
                     WeightFormat::Q5_0 => {
-                        super::block_rows::<Q5_0, $ops, R, C>(w, row_bytes, rows, nb, ys, out)
+                        packed_rows::<Q5_0, $ops, R, G>(w, group_bytes, groups, nb, ys, out)
                     }
                     WeightFormat::Q5_1 => {
-                        super::block_rows::<Q5_1, $ops, R, C>(w, row_bytes, rows, nb, ys, out)
+                        packed_rows::<Q5_1, $ops, R, G>(w, group_bytes, groups, nb, ys, out)
                     }
                     WeightFormat::Q8_0 => {
-                        super::block_rows::<Q8_0, $ops, R, C>(w, row_bytes, rows, nb, ys, out)
+                        packed_rows::<Q8_0, $ops, R, G>(w, group_bytes, groups, nb, ys, out)
                     }
                 }
             }
@@ -469,12 +288,7 @@ pub unsafe fn quantize_row(x: &[f32], out: &mut [ActBlock]) {
         let p8 = _mm256_packs_epi16(p16a, p16b);
         let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256(block.qs.as_mut_ptr() as *mut __m256i, p8);
-        // Sums of four consecutive quants: after two horizontal adds, 128-bit half h holds
-        // [q0, q1, q2, q3] lane sums of values 4h..4h+4 of each 8; reorder to value order.
-        let quads = _mm256_hadd_epi32(_mm256_hadd_epi32(q[0], q[1]), _mm256_hadd_epi32(q[2], q[3]));
-        let quads = _mm256_permutevar8x32_epi32(quads, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        let bias = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(quads, 7));
-        _mm256_store_si256(block.bias.as_mut_ptr() as *mut __m256i, bias);
+        block.sum = isum;
         block.d = f16_round(d);
         block.s = f16_round(d * isum as f32);
     }
