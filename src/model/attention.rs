@@ -202,25 +202,39 @@ pub(super) struct QueryRow<'a> {
 /// head `h` reads K/V head `h / (n_head / n_kv)`. Returns `[rows, n_head * hd]`. Each output
 /// depends only on its own query row and its sequence's cached positions.
 pub(super) fn attend(q: &[f32], rows: &[QueryRow<'_>], heads: Heads) -> Vec<f32> {
-    let Heads { n_head, hd, .. } = heads;
-    let head_rows = rows.len() * n_head;
-    let mut out = vec![0f32; head_rows * hd];
+    let Heads { n_head, n_kv, hd } = heads;
+    let mut out = vec![0f32; rows.len() * n_head * hd];
     // Work per call ~ head rows × visible positions; small calls are not worth a hand-off.
     let work: usize = rows.iter().map(|r| r.pos + 1).sum::<usize>() * n_head * hd;
     let team = Team::global();
-    let tasks = if work < 1 << 16 { 1 } else { (team.threads() * 4).min(head_rows) };
+    // A unit is the query heads of one row that read one K/V head, so that each key and value
+    // is read from memory once for all of them; with too few units to keep every thread busy,
+    // a unit is one query head. Either way each head row is computed the same way.
+    let span = if rows.len() * n_kv >= 4 * team.threads() { n_head / n_kv } else { 1 };
+    let units = rows.len() * n_head / span;
+    let tasks = if work < 1 << 16 { 1 } else { (team.threads() * 4).min(units) };
     let out_ptr = DisjointPtr(out.as_mut_ptr());
-    // Task t takes head rows t, t + tasks, ...: later rows see more positions, so interleaving
+    // Task t takes units t, t + tasks, ...: later rows see more positions, so interleaving
     // balances the tasks.
     team.for_each(tasks, |t| {
+        let task = Task { first: t, step: tasks, span };
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             // SAFETY: the features were just detected.
-            return unsafe { head_rows_avx2(q, rows, heads, (t, tasks), out_ptr) };
+            return unsafe { head_rows_avx2(q, rows, heads, task, out_ptr) };
         }
-        head_rows_portable(q, rows, heads, (t, tasks), out_ptr)
+        head_rows_portable(q, rows, heads, task, out_ptr)
     });
     out
+}
+
+/// One task's share of [`attend`]: units `first, first + step, ...` of `span` consecutive
+/// query heads (head rows `unit * span ..`, index `row * n_head + head`).
+#[derive(Clone, Copy)]
+struct Task {
+    first: usize,
+    step: usize,
+    span: usize,
 }
 
 /// Keys (or values) per step of the inner loops: independent dot products in flight.
@@ -228,89 +242,94 @@ const KEYS: usize = 4;
 /// Output values accumulated in registers at a time (eight 8-lane vectors).
 const OUT_CHUNK: usize = 64;
 
-/// Head rows `t, t + step, ...` (index `row * n_head + head`) of [`attend`] into `out`.
+/// The units of `task` (see [`Task`]) into `out`.
 #[inline(always)]
-fn head_rows<D: Dots>(
-    q: &[f32],
-    rows: &[QueryRow<'_>],
-    heads: Heads,
-    (t, step): (usize, usize),
-    out: DisjointPtr<f32>,
-) {
+fn head_rows<D: Dots>(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task, out: DisjointPtr<f32>) {
     let Heads { n_head, n_kv, hd } = heads;
     let group = n_head / n_kv;
+    let span = task.span;
     let scale = 1.0 / (hd as f32).sqrt();
     let mut scores = Vec::new();
-    for index in (t..rows.len() * n_head).step_by(step) {
-        // SAFETY: head row `index` belongs to this task only and is inside the output.
-        let out_row = unsafe { out.slice(index * hd..(index + 1) * hd) };
-        let h = index % n_head;
-        let r = &rows[index / n_head];
-        let q_row = &q[index * hd..][..hd];
-        let base = (h / group) * r.cap * hd;
+    for unit in (task.first..rows.len() * n_head / span).step_by(task.step) {
+        let first = unit * span;
+        let r = &rows[first / n_head];
+        let base = ((first % n_head) / group) * r.cap * hd;
         let visible = r.pos + 1;
         let keys = &r.keys[base..][..visible * hd];
         let values = &r.values[base..][..visible * hd];
+        let q_rows: Vec<&[f32]> = (first..first + span).map(|i| &q[i * hd..][..hd]).collect();
         scores.clear();
-        scores.resize(visible, 0f32);
+        scores.resize(span * visible, 0f32);
+        // Each key is loaded once for the unit's query heads.
         let mut j = 0;
         while j + KEYS <= visible {
-            let d = D::dots::<KEYS>(q_row, std::array::from_fn(|n| &keys[(j + n) * hd..][..hd]));
-            for n in 0..KEYS {
-                scores[j + n] = d[n] * scale;
+            let ks: [&[f32]; KEYS] = std::array::from_fn(|n| &keys[(j + n) * hd..][..hd]);
+            for (g, q_row) in q_rows.iter().enumerate() {
+                let d = D::dots::<KEYS>(q_row, ks);
+                for n in 0..KEYS {
+                    scores[g * visible + j + n] = d[n] * scale;
+                }
             }
             j += KEYS;
         }
         for j in j..visible {
-            scores[j] = D::dots::<1>(q_row, [&keys[j * hd..][..hd]])[0] * scale;
-        }
-        let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        scores.iter_mut().for_each(|sc| *sc = exp(*sc - max));
-        // Position j's weight goes to lane j % 8 (separate loops, so that both vectorise).
-        let mut total = [0f32; 8];
-        let body = visible / 8 * 8;
-        for c in scores[..body].chunks_exact(8) {
-            for l in 0..8 {
-                total[l] += c[l];
+            for (g, q_row) in q_rows.iter().enumerate() {
+                scores[g * visible + j] = D::dots::<1>(q_row, [&keys[j * hd..][..hd]])[0] * scale;
             }
         }
-        for (l, sc) in scores[body..].iter().enumerate() {
-            total[l] += sc;
-        }
-        let inv = 1.0 / lanes_sum(&total);
-        for (d0, out_chunk) in (0..hd).step_by(OUT_CHUNK).zip(out_row.chunks_mut(OUT_CHUNK)) {
-            if out_chunk.len() == OUT_CHUNK {
-                let mut acc = [0f32; OUT_CHUNK];
-                for (j, &p) in scores.iter().enumerate() {
-                    let v = &values[j * hd + d0..][..OUT_CHUNK];
-                    for d in 0..OUT_CHUNK {
-                        acc[d] = p.mul_add(v[d], acc[d]);
-                    }
-                }
-                for (o, a) in out_chunk.iter_mut().zip(acc) {
-                    *o = a * inv;
-                }
-            } else {
-                out_chunk.fill(0.0);
-                for (j, &p) in scores.iter().enumerate() {
-                    let v = &values[j * hd + d0..][..out_chunk.len()];
-                    for (o, v) in out_chunk.iter_mut().zip(v) {
-                        *o = p.mul_add(*v, *o);
-                    }
-                }
-                out_chunk.iter_mut().for_each(|o| *o *= inv);
-            }
+        for (g, scores) in scores.chunks_exact_mut(visible).enumerate() {
+            // SAFETY: head row `first + g` belongs to this task only and is inside the output.
+            let out_row = unsafe { out.slice((first + g) * hd..(first + g + 1) * hd) };
+            weighted_values(scores, values, hd, out_row);
         }
     }
 }
 
-fn head_rows_portable(
-    q: &[f32],
-    rows: &[QueryRow<'_>],
-    heads: Heads,
-    task: (usize, usize),
-    out: DisjointPtr<f32>,
-) {
+/// Softmax of one head row's `scores` (in place), then the weighted sum of `values` into
+/// `out_row`.
+#[inline(always)]
+fn weighted_values(scores: &mut [f32], values: &[f32], hd: usize, out_row: &mut [f32]) {
+    let visible = scores.len();
+    let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    scores.iter_mut().for_each(|sc| *sc = exp(*sc - max));
+    // Position j's weight goes to lane j % 8 (separate loops, so that both vectorise).
+    let mut total = [0f32; 8];
+    let body = visible / 8 * 8;
+    for c in scores[..body].chunks_exact(8) {
+        for l in 0..8 {
+            total[l] += c[l];
+        }
+    }
+    for (l, sc) in scores[body..].iter().enumerate() {
+        total[l] += sc;
+    }
+    let inv = 1.0 / lanes_sum(&total);
+    for (d0, out_chunk) in (0..hd).step_by(OUT_CHUNK).zip(out_row.chunks_mut(OUT_CHUNK)) {
+        if out_chunk.len() == OUT_CHUNK {
+            let mut acc = [0f32; OUT_CHUNK];
+            for (j, &p) in scores.iter().enumerate() {
+                let v = &values[j * hd + d0..][..OUT_CHUNK];
+                for d in 0..OUT_CHUNK {
+                    acc[d] = p.mul_add(v[d], acc[d]);
+                }
+            }
+            for (o, a) in out_chunk.iter_mut().zip(acc) {
+                *o = a * inv;
+            }
+        } else {
+            out_chunk.fill(0.0);
+            for (j, &p) in scores.iter().enumerate() {
+                let v = &values[j * hd + d0..][..out_chunk.len()];
+                for (o, v) in out_chunk.iter_mut().zip(v) {
+                    *o = p.mul_add(*v, *o);
+                }
+            }
+            out_chunk.iter_mut().for_each(|o| *o *= inv);
+        }
+    }
+}
+
+fn head_rows_portable(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task, out: DisjointPtr<f32>) {
     head_rows::<Portable>(q, rows, heads, task, out)
 }
 
@@ -321,13 +340,7 @@ fn head_rows_portable(
 /// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn head_rows_avx2(
-    q: &[f32],
-    rows: &[QueryRow<'_>],
-    heads: Heads,
-    task: (usize, usize),
-    out: DisjointPtr<f32>,
-) {
+unsafe fn head_rows_avx2(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task, out: DisjointPtr<f32>) {
     head_rows::<Avx2Fma>(q, rows, heads, task, out)
 }
 
@@ -430,11 +443,20 @@ mod tests {
             let rows: Vec<QueryRow<'_>> =
                 (0..t).map(|i| QueryRow { keys: &k, values: &v, cap, pos: 2 + i }).collect();
             let mut portable = vec![0f32; q.len()];
-            let mut avx2 = vec![0f32; q.len()];
-            head_rows_portable(&q, &rows, heads, (0, 1), DisjointPtr(portable.as_mut_ptr()));
-            // SAFETY: the features were checked above.
-            unsafe { head_rows_avx2(&q, &rows, heads, (0, 1), DisjointPtr(avx2.as_mut_ptr())) };
-            assert!(portable.iter().zip(&avx2).all(|(a, b)| a.to_bits() == b.to_bits()), "head size {hd}");
+            let one_head = Task { first: 0, step: 1, span: 1 };
+            head_rows_portable(&q, &rows, heads, one_head, DisjointPtr(portable.as_mut_ptr()));
+            // Query heads grouped by their K/V head, on both paths.
+            for span in [1, 2] {
+                let mut avx2 = vec![0f32; q.len()];
+                let task = Task { span, ..one_head };
+                // SAFETY: the features were checked above.
+                unsafe { head_rows_avx2(&q, &rows, heads, task, DisjointPtr(avx2.as_mut_ptr())) };
+                let same = portable.iter().zip(&avx2).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "head size {hd}, span {span}");
+                let mut grouped = vec![0f32; q.len()];
+                head_rows_portable(&q, &rows, heads, task, DisjointPtr(grouped.as_mut_ptr()));
+                assert_eq!(portable, grouped, "head size {hd}, span {span}");
+            }
         }
     }
 
