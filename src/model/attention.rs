@@ -5,13 +5,17 @@
 //! sequences share it: with row-invariant matmuls, one-pass and token-by-token scoring are
 //! bit-identical, and batching never changes a sequence's results.
 
+use half::f16;
+
 use super::team::{DisjointPtr, Team};
 
-/// Keys and values of one layer for one sequence: `[n_head_kv, capacity, head_dim]`, row-major.
+/// Keys and values of one layer for one sequence: `[n_head_kv, capacity, head_dim]`, row-major,
+/// in f16 as llama.cpp keeps them (the forward rounds them to f16 before writing, so nothing is
+/// lost here, and attention reads half the bytes).
 #[derive(Clone)]
 pub(super) struct LayerKv {
-    pub(super) keys: Vec<f32>,
-    pub(super) values: Vec<f32>,
+    pub(super) keys: Vec<f16>,
+    pub(super) values: Vec<f16>,
 }
 
 /// Keys and values of one sequence's past positions.
@@ -45,7 +49,7 @@ impl KvCache {
 
     /// Bytes held by the key and value buffers.
     pub fn bytes(&self) -> usize {
-        self.layers.len() * 2 * self.n_kv * self.capacity * self.head_dim * std::mem::size_of::<f32>()
+        self.layers.len() * 2 * self.n_kv * self.capacity * self.head_dim * std::mem::size_of::<f16>()
     }
 
     /// Forgets positions from `len` on; they are overwritten by the next forward.
@@ -62,7 +66,7 @@ impl KvCache {
         let new = positions.max(old * 2);
         for kv in &mut self.layers {
             for buf in [&mut kv.keys, &mut kv.values] {
-                let mut grown = vec![0f32; self.n_kv * new * hd];
+                let mut grown = vec![f16::ZERO; self.n_kv * new * hd];
                 for h in 0..self.n_kv {
                     let kept = self.len * hd;
                     grown[h * new * hd..][..kept].copy_from_slice(&buf[h * old * hd..][..kept]);
@@ -75,12 +79,13 @@ impl KvCache {
 
     /// Writes one layer's keys and values of one position (`[n_kv * head_dim]` each).
     pub(super) fn write(&mut self, layer: usize, key: &[f32], value: &[f32], pos: usize) {
+        use half::slice::HalfFloatSliceExt;
         let (cap, hd) = (self.capacity, self.head_dim);
         let kv = &mut self.layers[layer];
         for (buf, row) in [(&mut kv.keys, key), (&mut kv.values, value)] {
             for (h, src) in row.chunks_exact(hd).enumerate() {
                 let dst = (h * cap + pos) * hd;
-                buf[dst..dst + hd].copy_from_slice(src);
+                buf[dst..dst + hd].convert_from_f32_slice(src);
             }
         }
     }
@@ -91,33 +96,39 @@ impl KvCache {
 /// the values past the last multiple of eight: the result depends only on the two rows (not on
 /// `N`, which only lets independent keys overlap).
 trait Dots {
-    fn dots<const N: usize>(q: &[f32], keys: [&[f32]; N]) -> [f32; N];
+    fn dots<const N: usize>(q: &[f32], keys: [&[f16]; N]) -> [f32; N];
+    /// `W` f16 values (a multiple of 8) as f32.
+    fn widen<const W: usize>(values: &[f16]) -> [f32; W];
 }
 
 struct Portable;
 
 impl Dots for Portable {
     #[inline(always)]
-    fn dots<const N: usize>(q: &[f32], keys: [&[f32]; N]) -> [f32; N] {
+    fn dots<const N: usize>(q: &[f32], keys: [&[f16]; N]) -> [f32; N] {
         let mut lanes = [[0f32; 8]; N];
         let body = q.len() / 8 * 8;
         for (c, qc) in q[..body].chunks_exact(8).enumerate() {
             for n in 0..N {
                 let kc = &keys[n][c * 8..][..8];
                 for l in 0..8 {
-                    lanes[n][l] = qc[l].mul_add(kc[l], lanes[n][l]);
+                    lanes[n][l] = qc[l].mul_add(kc[l].to_f32(), lanes[n][l]);
                 }
             }
         }
         std::array::from_fn(|n| tail_dot(q, keys[n], body, lanes_sum(&lanes[n])))
     }
+    #[inline(always)]
+    fn widen<const W: usize>(values: &[f16]) -> [f32; W] {
+        std::array::from_fn(|i| values[i].to_f32())
+    }
 }
 
 /// `sum` plus the products of values `from..` (after the 8-lane part), in order.
 #[inline(always)]
-fn tail_dot(q: &[f32], key: &[f32], from: usize, mut sum: f32) -> f32 {
+fn tail_dot(q: &[f32], key: &[f16], from: usize, mut sum: f32) -> f32 {
     for d in from..q.len() {
-        sum = q[d].mul_add(key[d], sum);
+        sum = q[d].mul_add(key[d].to_f32(), sum);
     }
     sum
 }
@@ -129,11 +140,11 @@ struct Avx2Fma;
 #[cfg(target_arch = "x86_64")]
 impl Dots for Avx2Fma {
     #[inline(always)]
-    fn dots<const N: usize>(q: &[f32], keys: [&[f32]; N]) -> [f32; N] {
+    fn dots<const N: usize>(q: &[f32], keys: [&[f16]; N]) -> [f32; N] {
         use std::arch::x86_64::*;
         let body = q.len() / 8 * 8;
         assert!(keys.iter().all(|k| k.len() >= q.len()));
-        // SAFETY: only called from `head_rows_avx2`, whose caller checked AVX2 and FMA; every
+        // SAFETY: only called from `head_rows_avx2`, whose caller checked AVX2, FMA and F16C; every
         // load is inside `q` or a key (asserted above).
         unsafe {
             let mut acc = [_mm256_setzero_ps(); N];
@@ -141,7 +152,8 @@ impl Dots for Avx2Fma {
             while c < body {
                 let qv = _mm256_loadu_ps(q.as_ptr().add(c));
                 for n in 0..N {
-                    acc[n] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(keys[n].as_ptr().add(c)), acc[n]);
+                    let k = _mm256_cvtph_ps(_mm_loadu_si128(keys[n].as_ptr().add(c) as *const __m128i));
+                    acc[n] = _mm256_fmadd_ps(qv, k, acc[n]);
                 }
                 c += 8;
             }
@@ -154,6 +166,21 @@ impl Dots for Avx2Fma {
                 tail_dot(q, keys[n], body, _mm_cvtss_f32(v))
             })
         }
+    }
+    #[inline(always)]
+    fn widen<const W: usize>(values: &[f16]) -> [f32; W] {
+        use std::arch::x86_64::*;
+        assert!(W.is_multiple_of(8) && values.len() >= W);
+        let mut out = [0f32; W];
+        // SAFETY: as for `dots` (F16C checked with AVX2); loads and stores stay inside
+        // `values` and `out`.
+        unsafe {
+            for c in (0..W).step_by(8) {
+                let v = _mm256_cvtph_ps(_mm_loadu_si128(values.as_ptr().add(c) as *const __m128i));
+                _mm256_storeu_ps(out.as_mut_ptr().add(c), v);
+            }
+        }
+        out
     }
 }
 
@@ -192,8 +219,8 @@ pub(super) struct Heads {
 /// row's position, which sees positions `0..=pos`.
 #[derive(Clone, Copy)]
 pub(super) struct QueryRow<'a> {
-    pub(super) keys: &'a [f32],
-    pub(super) values: &'a [f32],
+    pub(super) keys: &'a [f16],
+    pub(super) values: &'a [f16],
     pub(super) cap: usize,
     pub(super) pos: usize,
 }
@@ -219,13 +246,18 @@ pub(super) fn attend(q: &[f32], rows: &[QueryRow<'_>], heads: Heads) -> Vec<f32>
     team.for_each(tasks, |t| {
         let task = Task { first: t, step: tasks, span };
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        if has_avx2_fma_f16c() {
             // SAFETY: the features were just detected.
             return unsafe { head_rows_avx2(q, rows, heads, task, out_ptr) };
         }
         head_rows_portable(q, rows, heads, task, out_ptr)
     });
     out
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2_fma_f16c() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
 }
 
 /// One task's share of [`attend`]: units `first, first + step, ...` of `span` consecutive
@@ -263,7 +295,7 @@ fn head_rows<D: Dots>(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task
         // Each key is loaded once for the unit's query heads.
         let mut j = 0;
         while j + KEYS <= visible {
-            let ks: [&[f32]; KEYS] = std::array::from_fn(|n| &keys[(j + n) * hd..][..hd]);
+            let ks: [&[f16]; KEYS] = std::array::from_fn(|n| &keys[(j + n) * hd..][..hd]);
             for (g, q_row) in q_rows.iter().enumerate() {
                 let d = D::dots::<KEYS>(q_row, ks);
                 for n in 0..KEYS {
@@ -280,7 +312,7 @@ fn head_rows<D: Dots>(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task
         for (g, scores) in scores.chunks_exact_mut(visible).enumerate() {
             // SAFETY: head row `first + g` belongs to this task only and is inside the output.
             let out_row = unsafe { out.slice((first + g) * hd..(first + g + 1) * hd) };
-            weighted_values(scores, values, hd, out_row);
+            weighted_values::<D>(scores, values, hd, out_row);
         }
     }
 }
@@ -288,7 +320,7 @@ fn head_rows<D: Dots>(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task
 /// Softmax of one head row's `scores` (in place), then the weighted sum of `values` into
 /// `out_row`.
 #[inline(always)]
-fn weighted_values(scores: &mut [f32], values: &[f32], hd: usize, out_row: &mut [f32]) {
+fn weighted_values<D: Dots>(scores: &mut [f32], values: &[f16], hd: usize, out_row: &mut [f32]) {
     let visible = scores.len();
     let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
     scores.iter_mut().for_each(|sc| *sc = exp(*sc - max));
@@ -308,7 +340,7 @@ fn weighted_values(scores: &mut [f32], values: &[f32], hd: usize, out_row: &mut 
         if out_chunk.len() == OUT_CHUNK {
             let mut acc = [0f32; OUT_CHUNK];
             for (j, &p) in scores.iter().enumerate() {
-                let v = &values[j * hd + d0..][..OUT_CHUNK];
+                let v = D::widen::<OUT_CHUNK>(&values[j * hd + d0..][..OUT_CHUNK]);
                 for d in 0..OUT_CHUNK {
                     acc[d] = p.mul_add(v[d], acc[d]);
                 }
@@ -321,7 +353,7 @@ fn weighted_values(scores: &mut [f32], values: &[f32], hd: usize, out_row: &mut 
             for (j, &p) in scores.iter().enumerate() {
                 let v = &values[j * hd + d0..][..out_chunk.len()];
                 for (o, v) in out_chunk.iter_mut().zip(v) {
-                    *o = p.mul_add(*v, *o);
+                    *o = p.mul_add(v.to_f32(), *o);
                 }
             }
             out_chunk.iter_mut().for_each(|o| *o *= inv);
@@ -339,7 +371,7 @@ fn head_rows_portable(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn head_rows_avx2(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task, out: DisjointPtr<f32>) {
     head_rows::<Avx2Fma>(q, rows, heads, task, out)
 }
@@ -354,9 +386,14 @@ mod tests {
         (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect()
     }
 
+    /// [`fill`] in f16, as the cache holds keys and values.
+    fn fill_f16(n: usize, seed: u64) -> Vec<f16> {
+        fill(n, seed).into_iter().map(f16::from_f32).collect()
+    }
+
     /// The definition of attention in float64 loops, the reference for [`attend`].
     /// `q`: `[t, heads, hd]` at positions `start..start+t`, `k`/`v`: `[n_kv, cap, hd]`.
-    fn reference(q: &[f32], k: &[f32], v: &[f32], heads: Heads, start: usize, cap: usize) -> Vec<f32> {
+    fn reference(q: &[f32], k: &[f16], v: &[f16], heads: Heads, start: usize, cap: usize) -> Vec<f32> {
         let Heads { n_head, n_kv, hd } = heads;
         let t = q.len() / (n_head * hd);
         let group = n_head / n_kv;
@@ -368,7 +405,7 @@ mod tests {
                 let scores: Vec<f64> = (0..=start + i)
                     .map(|j| {
                         let k_row = &k[(kv * cap + j) * hd..][..hd];
-                        q_row.iter().zip(k_row).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()
+                        q_row.iter().zip(k_row).map(|(a, b)| *a as f64 * b.to_f64()).sum::<f64>()
                             / (hd as f64).sqrt()
                     })
                     .collect();
@@ -377,7 +414,7 @@ mod tests {
                 for (j, x) in scores.iter().enumerate() {
                     let p = (x - max).exp() / z;
                     for d in 0..hd {
-                        out[(i * n_head + h) * hd + d] += (p * v[(kv * cap + j) * hd + d] as f64) as f32;
+                        out[(i * n_head + h) * hd + d] += (p * v[(kv * cap + j) * hd + d].to_f64()) as f32;
                     }
                 }
             }
@@ -390,8 +427,8 @@ mod tests {
         let (t, start, cap) = (7, 3, 12);
         let heads = Heads { n_head: 9, n_kv: 3, hd: 64 };
         let q = fill(t * heads.n_head * heads.hd, 1);
-        let k = fill(heads.n_kv * cap * heads.hd, 2);
-        let v = fill(heads.n_kv * cap * heads.hd, 3);
+        let k = fill_f16(heads.n_kv * cap * heads.hd, 2);
+        let v = fill_f16(heads.n_kv * cap * heads.hd, 3);
         let rows: Vec<QueryRow<'_>> =
             (0..t).map(|i| QueryRow { keys: &k, values: &v, cap, pos: start + i }).collect();
         let got = attend(&q, &rows, heads);
@@ -400,7 +437,7 @@ mod tests {
         assert!(max_diff < 1e-5, "max diff {max_diff}");
         // Row by row (as token-by-token decoding runs it) gives the very same bits, and so does
         // a row batched with rows of another sequence.
-        let (k2, v2) = (fill(heads.n_kv * 5 * heads.hd, 4), fill(heads.n_kv * 5 * heads.hd, 5));
+        let (k2, v2) = (fill_f16(heads.n_kv * 5 * heads.hd, 4), fill_f16(heads.n_kv * 5 * heads.hd, 5));
         let other = QueryRow { keys: &k2, values: &v2, cap: 5, pos: 4 };
         let row_len = heads.n_head * heads.hd;
         for (i, row) in rows.iter().enumerate() {
@@ -431,15 +468,13 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn every_path_gives_the_same_bits() {
-        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
-            return;
-        }
+        assert!(has_avx2_fma_f16c(), "this test needs a CPU with AVX2/FMA/F16C");
         for hd in [64, 100, 128] {
             let heads = Heads { n_head: 4, n_kv: 2, hd };
             let (t, cap) = (9, 11);
             let q = fill(t * heads.n_head * hd, 7);
-            let k = fill(heads.n_kv * cap * hd, 8);
-            let v = fill(heads.n_kv * cap * hd, 9);
+            let k = fill_f16(heads.n_kv * cap * hd, 8);
+            let v = fill_f16(heads.n_kv * cap * hd, 9);
             let rows: Vec<QueryRow<'_>> =
                 (0..t).map(|i| QueryRow { keys: &k, values: &v, cap, pos: 2 + i }).collect();
             let mut portable = vec![0f32; q.len()];
@@ -465,7 +500,7 @@ mod tests {
         let (n_kv, cap, hd) = (2, 5, 4);
         let size = n_kv * cap * hd;
         let mut cache = KvCache {
-            layers: vec![LayerKv { keys: vec![0.0; size], values: vec![0.0; size] }],
+            layers: vec![LayerKv { keys: vec![f16::ZERO; size], values: vec![f16::ZERO; size] }],
             len: 0,
             capacity: cap,
             n_kv,
@@ -476,9 +511,10 @@ mod tests {
         cache.write(0, &key, &value, 3);
         // Head 1 of position 3.
         let dst = (cap + 3) * hd;
-        assert_eq!(cache.layers[0].keys[dst..dst + hd], key[hd..]);
-        assert_eq!(cache.layers[0].values[dst..dst + hd], value[hd..]);
-        assert!(cache.layers[0].keys[..3 * hd].iter().all(|&x| x == 0.0), "positions 0..3 untouched");
-        assert_eq!(cache.bytes(), 2 * size * 4);
+        let widened = |xs: &[f16]| xs.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
+        assert_eq!(widened(&cache.layers[0].keys[dst..dst + hd]), key[hd..]);
+        assert_eq!(widened(&cache.layers[0].values[dst..dst + hd]), value[hd..]);
+        assert!(cache.layers[0].keys[..3 * hd].iter().all(|&x| x == f16::ZERO), "positions 0..3 untouched");
+        assert_eq!(cache.bytes(), 2 * size * 2);
     }
 }
