@@ -3,16 +3,17 @@
 //! [`QLinear`] is the one entry point the model forward uses for weight matmuls. For Q4_0, Q4_1,
 //! Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and F16 weights it runs our own kernels: the activations
 //! are quantized once per matmul as llama.cpp does (8 bits per 32 values for the 32-value
-//! formats, per 256 values for the K-quants, f16 rounding for F16), then every output is an
-//! integer dot product per block, with AVX-512 VNNI (on 256-bit vectors) or AVX2 when the CPU
-//! has them (detected at run time) and portable scalar code with the same arithmetic otherwise,
-//! threaded over output rows on the engine's spinning team ([`super::team`]).
-//! Other formats go through candle's `QMatMul`. AMX is never used: it traps in the virtual
-//! machines we run on.
+//! formats, per 256 values for the K-quants, f16 rounding for F16), then every output is built
+//! from exact integer dot products per block, with AVX-512 VNNI (on 256-bit vectors) or AVX2
+//! when the CPU has them (detected at run time) and portable scalar code with the same
+//! arithmetic otherwise, threaded over output rows on the engine's spinning team
+//! ([`super::team`]). The 32-value formats are repacked at load eight weight rows per vector
+//! ([`packed`]); the packed copy is the only one kept. Other formats go through candle's
+//! `QMatMul`. AMX is never used: it traps in the virtual machines we run on.
 //!
 //! Every output element is computed by the same operations whatever the number of input rows
-//! (rows are tiled, but each pair of rows has its own accumulators), so a row's result never
-//! depends on the rows batched with it; every path gives the same bits.
+//! (rows are tiled, but each row has its own accumulators), so a row's result never depends on
+//! the rows batched with it; every path gives the same bits.
 
 mod kquant;
 mod packed;

@@ -79,15 +79,22 @@ unsafe fn unpack_q6k(ql: *const u8, qh: *const u8) -> [__m256i; 8] {
 }
 
 /// Σ over the 256 values of quant × activation quant × the scale of its 16-bit lane group
-/// (`scales[j]` covers values `32j..32j+32`), as an exact integer.
+/// (`scales[j]` covers values `32j..32j+32`), in eight lanes whose total is the exact integer.
 #[inline(always)]
-unsafe fn scaled_sum<O: Isa>(q: &[__m256i; 8], scales: &[__m256i; 8], a: &ActBlockK) -> i32 {
+unsafe fn scaled_sum<O: Isa>(q: &[__m256i; 8], scales: &[__m256i; 8], a: &ActBlockK) -> __m256i {
     let mut sum = _mm256_setzero_si256();
     for j in 0..8 {
         let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
         sum = O::dot_i16(sum, _mm256_maddubs_epi16(q[j], y), scales[j]);
     }
-    hsum_i32(sum)
+    sum
+}
+
+/// The activation block's sixteen 16-value sums, each times its weight in `weights` (16 × i16),
+/// in eight lanes whose total is the exact integer.
+#[inline(always)]
+unsafe fn weighted_bsums(a: &ActBlockK, weights: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as *const __m256i), weights)
 }
 
 /// One super-block of one weight row against `R` activation rows, added to `acc` (and the
@@ -113,14 +120,14 @@ unsafe fn add_block<O: Isa, const R: usize>(
             for j in 0..8 {
                 scales[j] = _mm256_set1_epi16(sc[j] as i16);
             }
+            // Minimum j weighs the sums of 16-value groups 2j and 2j + 1.
+            let mins: [i16; 16] = std::array::from_fn(|g| m[g / 2] as i16);
+            let mins = _mm256_loadu_si256(mins.as_ptr() as *const __m256i);
             let (d, dmin) = (read_f16(blk, 0), read_f16(blk, 2));
             for r in 0..R {
                 let a = ys[r];
-                let sumi = scaled_sum::<O>(&q, &scales, a);
-                let mut summ = 0i32;
-                for j in 0..8 {
-                    summ += m[j] as i32 * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32);
-                }
+                let sumi = hsum_i32(scaled_sum::<O>(&q, &scales, a));
+                let summ = hsum_i32(weighted_bsums(a, mins));
                 acc[r] = (d * a.d).mul_add(sumi as f32, acc[r]);
                 acc_min[r] = (dmin * a.d).mul_add(summ as f32, acc_min[r]);
             }
@@ -132,14 +139,13 @@ unsafe fn add_block<O: Isa, const R: usize>(
             for j in 0..8 {
                 scales[j] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
             }
+            let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
             let d = read_f16(blk, 208);
             for r in 0..R {
                 let a = ys[r];
-                let mut offset = 0i32;
-                for g in 0..16 {
-                    offset += sc[g] as i32 * a.bsums[g] as i32;
-                }
-                let sumi = scaled_sum::<O>(&q, &scales, a) - 32 * offset;
+                // Quants are stored as value + 32: take 32 · Σ scale · group sum back out.
+                let offset = _mm256_slli_epi32(weighted_bsums(a, sc16), 5);
+                let sumi = hsum_i32(_mm256_sub_epi32(scaled_sum::<O>(&q, &scales, a), offset));
                 acc[r] = (d * a.d).mul_add(sumi as f32, acc[r]);
             }
         }
