@@ -281,7 +281,7 @@ impl QLinear {
             Format::K(f) => {
                 let data = self.weight()?;
                 let data = data.data()?;
-                let acts = activations(xs, k, nb, ActBlockK::ZERO, kquant::quantize_row_k);
+                let acts = activations(xs, k, nb, ActBlockK::ZERO, |row, out| quantize_row_k(path, row, out));
                 matmul(&KDot { format: f, path }, &data, &acts, shape, &mut out);
             }
             Format::F16 => {
@@ -533,6 +533,17 @@ impl<A> Tile<'_, A> {
             )
         });
         dot.dot_rows::<R, C>(self.w, self.row_bytes, units, self.nb, ys, &mut out);
+    }
+}
+
+fn quantize_row_k(path: KernelPath, x: &[f32], out: &mut [ActBlockK]) {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512Vnni | KernelPath::Avx2 if x86::has_avx2() => {
+            // SAFETY: the CPU features are checked just above; the lengths are asserted inside.
+            unsafe { x86_k::quantize_row_k(x, out) }
+        }
+        _ => kquant::quantize_row_k(x, out),
     }
 }
 

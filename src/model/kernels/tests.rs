@@ -315,4 +315,16 @@ fn activation_quantization_is_the_same_on_both_paths() {
     unsafe { x86::quantize_row(&xs, &mut simd) };
     assert_eq!(scalar, simd);
     assert_eq!(&scalar[0].qs[..4], &[127, 0, 2, -2]);
+    // The K-quants' activations: per 256 values, the first value of largest magnitude sets the
+    // scale's sign (a later equal magnitude of the other sign must not).
+    xs[300] = 50.0;
+    xs[301] = -50.0;
+    xs[600] = -70.0;
+    xs[700] = 70.0;
+    let mut scalar = vec![kquant::ActBlockK::ZERO; 5];
+    let mut simd = vec![kquant::ActBlockK::ZERO; 5];
+    kquant::quantize_row_k(&xs, &mut scalar);
+    unsafe { x86_k::quantize_row_k(&xs, &mut simd) };
+    assert_eq!(scalar, simd);
+    assert_eq!((scalar[1].qs[300 - 256], scalar[2].qs[600 - 512]), (-127, -127));
 }

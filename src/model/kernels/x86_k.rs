@@ -82,12 +82,13 @@ unsafe fn unpack_q6k(ql: *const u8, qh: *const u8) -> [__m256i; 8] {
 /// (`scales[j]` covers values `32j..32j+32`), in eight lanes whose total is the exact integer.
 #[inline(always)]
 unsafe fn scaled_sum<O: Isa>(q: &[__m256i; 8], scales: &[__m256i; 8], a: &ActBlockK) -> __m256i {
-    let mut sum = _mm256_setzero_si256();
+    // Two chains of accumulation, so that VNNI's multiply-accumulate latency overlaps.
+    let mut sum = [_mm256_setzero_si256(); 2];
     for j in 0..8 {
         let y = _mm256_loadu_si256(a.qs.as_ptr().add(32 * j) as *const __m256i);
-        sum = O::dot_i16(sum, _mm256_maddubs_epi16(q[j], y), scales[j]);
+        sum[j % 2] = O::dot_i16(sum[j % 2], _mm256_maddubs_epi16(q[j], y), scales[j]);
     }
-    sum
+    _mm256_add_epi32(sum[0], sum[1])
 }
 
 /// The activation block's sixteen 16-value sums, each times its weight in `weights` (16 × i16),
@@ -225,5 +226,62 @@ pub(super) unsafe fn k_rows<O: Isa, const R: usize, const C: usize>(
         KFormat::Q4K => per_format!(KFormat::Q4K),
         KFormat::Q5K => per_format!(KFormat::Q5K),
         KFormat::Q6K => per_format!(KFormat::Q6K),
+    }
+}
+
+/// `kquant::quantize_row_k` with AVX2: the same values (the maximum, the scale and the
+/// rounding are exact or the same f32 operations).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `x.len() == out.len() * 256`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_row_k(x: &[f32], out: &mut [ActBlockK]) {
+    assert_eq!(x.len(), out.len() * QK_K);
+    let sign_bit = _mm256_set1_ps(-0.0);
+    for (chunk, block) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let p = chunk.as_ptr();
+        let mut amax = _mm256_setzero_ps();
+        for i in 0..QK_K / 8 {
+            // `max(|v|, m)` keeps `m` where `v` is NaN, as the scalar comparison does.
+            amax = _mm256_max_ps(_mm256_andnot_ps(sign_bit, _mm256_loadu_ps(p.add(8 * i))), amax);
+        }
+        let m4 = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
+        let m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        if amax == 0.0 {
+            *block = ActBlockK::ZERO;
+            continue;
+        }
+        // The first value of largest magnitude gives the scale its sign.
+        let amax_v = _mm256_set1_ps(amax);
+        let mut max = amax;
+        for i in 0..QK_K / 8 {
+            let v = _mm256_loadu_ps(p.add(8 * i));
+            let hits = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign_bit, v), amax_v));
+            if hits != 0 {
+                max = chunk[8 * i + hits.trailing_zeros() as usize];
+                break;
+            }
+        }
+        let iscale = -127.0 / max;
+        let scale = _mm256_set1_ps(iscale);
+        let limit = _mm256_set1_epi32(127);
+        for g in 0..QK_K / 32 {
+            let q: [__m256i; 4] = std::array::from_fn(|i| {
+                let v = _mm256_loadu_ps(p.add(32 * g + 8 * i));
+                let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+                    scale, v,
+                ));
+                _mm256_min_epi32(_mm256_cvtps_epi32(r), limit)
+            });
+            let p8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256(block.qs.as_mut_ptr().add(32 * g) as *mut __m256i, p8);
+            for h in 0..2 {
+                let s = _mm256_add_epi32(q[2 * h], q[2 * h + 1]);
+                block.bsums[2 * g + h] = hsum_i32(s) as i16;
+            }
+        }
+        block.d = 1.0 / iscale;
     }
 }
