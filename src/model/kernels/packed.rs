@@ -114,17 +114,17 @@ pub fn pack(format: WeightFormat, data: &[u8], n: usize, nb: usize) -> Vec<u8> {
             for j in 0..GROUP.min(n - g * GROUP) {
                 let row = g * GROUP + j;
                 let (q, d, m) = gguf_block(format, &data[(row * nb + b) * bb..][..bb]);
-                for v in 0..QK {
+                for (v, &q) in q.iter().enumerate() {
                     let (k, t) = (v / 4, v % 4);
                     let lane = 4 * j + t;
                     if format == WeightFormat::Q8_0 {
-                        packed[32 * k + lane] = q[v];
+                        packed[32 * k + lane] = q;
                         continue;
                     }
                     let shift = if k < 4 { 0 } else { 4 };
-                    packed[32 * (k % 4) + lane] |= (q[v] & 0x0F) << shift;
+                    packed[32 * (k % 4) + lane] |= (q & 0x0F) << shift;
                     if format.has_high_bits() {
-                        packed[format.packed_quant_bytes() + lane] |= (q[v] >> 4) << k;
+                        packed[format.packed_quant_bytes() + lane] |= (q >> 4) << k;
                     }
                 }
                 packed[scales + 2 * j..][..2].copy_from_slice(&d);
