@@ -289,14 +289,14 @@ fn head_rows<D: Dots>(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task
         let visible = r.pos + 1;
         let keys = &r.keys[base..][..visible * hd];
         let values = &r.values[base..][..visible * hd];
-        let q_rows: Vec<&[f32]> = (first..first + span).map(|i| &q[i * hd..][..hd]).collect();
+        let q_rows = &q[first * hd..(first + span) * hd];
         scores.clear();
         scores.resize(span * visible, 0f32);
         // Each key is loaded once for the unit's query heads.
         let mut j = 0;
         while j + KEYS <= visible {
             let ks: [&[f16]; KEYS] = std::array::from_fn(|n| &keys[(j + n) * hd..][..hd]);
-            for (g, q_row) in q_rows.iter().enumerate() {
+            for (g, q_row) in q_rows.chunks_exact(hd).enumerate() {
                 let d = D::dots::<KEYS>(q_row, ks);
                 for n in 0..KEYS {
                     scores[g * visible + j + n] = d[n] * scale;
@@ -305,7 +305,7 @@ fn head_rows<D: Dots>(q: &[f32], rows: &[QueryRow<'_>], heads: Heads, task: Task
             j += KEYS;
         }
         for j in j..visible {
-            for (g, q_row) in q_rows.iter().enumerate() {
+            for (g, q_row) in q_rows.chunks_exact(hd).enumerate() {
                 scores[g * visible + j] = D::dots::<1>(q_row, [&keys[j * hd..][..hd]])[0] * scale;
             }
         }
