@@ -134,13 +134,22 @@ async fn eval_code_suite_on_sigterm() {
 async fn swe_run_on_sighup_during_inference() {
     let dir = tempfile::tempdir().unwrap();
     let mut command = repairbench();
+    // Every bundled issue, each prompt thousands of tokens long: inference lasts far longer
+    // than the 3 s before the signal even on a fast machine (one short prompt once finished
+    // in 2 s, and the signal found the command already gone).
     command
         .args(["swe", "run", "--dataset"])
-        .arg(repo_path("issues/textkit-slugify"))
-        .args(["--max-tokens", "64", "--out"])
+        .arg(repo_path("issues"))
+        .args(["--max-tokens", "256", "--out"])
         .arg(dir.path().join("out"));
     // Its grading phase is `swe grade`'s (covered above); here the signal lands in inference.
     stop_with(command, "HUP", None).await;
+    let predictions = std::fs::read_to_string(dir.path().join("out/predictions.jsonl")).unwrap_or_default();
+    let tasks = std::fs::read_dir(repo_path("issues"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
+        .count();
+    assert!(predictions.lines().count() < tasks, "the signal came after inference had finished");
 }
 
 #[tokio::test(flavor = "multi_thread")]
