@@ -287,8 +287,8 @@ impl QLinear {
             Format::F16 => {
                 let data = self.weight()?;
                 let data = data.data()?;
-                let acts = activations(xs, k, nb, [0f32; QK], quant::round_row_f16);
-                matmul(&F16Dot { path }, &data, &acts, shape, &mut out);
+                let acts = activations(xs, k, nb, [0f32; QK], |row, out| f16::round_row_f16(path, row, out));
+                f16::matmul_f16(path, &data, &acts, shape, &mut out);
             }
         }
         drop(storage);
@@ -377,6 +377,9 @@ macro_rules! dispatch {
     };
 }
 
+// After `dispatch!`, which it uses.
+mod f16;
+
 struct BlockDot {
     format: WeightFormat,
     path: KernelPath,
@@ -437,30 +440,6 @@ impl RowDot for KDot {
     }
 }
 
-struct F16Dot {
-    path: KernelPath,
-}
-
-impl RowDot for F16Dot {
-    type Act = [f32; QK];
-    const UNIT: usize = 1;
-    fn dot_rows<const R: usize, const C: usize>(
-        &self,
-        w: &[u8],
-        row_bytes: usize,
-        rows: Range<usize>,
-        nb: usize,
-        ys: [&[[f32; QK]]; R],
-        out: &mut [&mut [f32]; R],
-    ) {
-        dispatch!(
-            self.path,
-            f16_rows::<R, C>(w, row_bytes, rows, nb, ys, out),
-            else scalar_rows(w, row_bytes, rows, ys, out, quant::dot_row_f16)
-        )
-    }
-}
-
 /// A matmul's sizes: `n` weight rows of `nb` blocks (`row_bytes` per unit of rows), `m`
 /// activation rows.
 #[derive(Clone, Copy)]
@@ -482,29 +461,16 @@ fn matmul<D: RowDot>(dot: &D, w: &[u8], acts: &[D::Act], shape: Shape, out: &mut
     // cache while every activation row streams past it.
     let out_ptr = DisjointPtr(out.as_mut_ptr());
     Team::global().for_each_range(units, 4, |units| {
-        let tile = Tile { w, row_bytes, nb, acts, n, out: out_ptr };
-        // Activation rows in tiles of 8, then 4, then 1: one weight block is loaded and
-        // unpacked once per tile; the fewer the activation rows, the more weight rows a tile
-        // holds, so that it keeps as many independent accumulators.
-        let mut i = 0;
-        while i + 8 <= m {
-            tile.run::<D, 8, 1>(dot, i, units.clone());
-            i += 8;
-        }
-        while i + 4 <= m {
-            tile.run::<D, 4, 2>(dot, i, units.clone());
-            i += 4;
-        }
-        for i in i..m {
-            tile.run::<D, 1, 4>(dot, i, units.clone());
-        }
+        let tile = Tile { w, row_bytes, first_unit: 0, nb, acts, n, out: out_ptr };
+        tile.run_all(dot, m, units);
     });
 }
 
-/// One task's view of a matmul.
+/// One task's view of a matmul: its weight units start at unit `first_unit` of `w`.
 struct Tile<'a, A> {
     w: &'a [u8],
     row_bytes: usize,
+    first_unit: usize,
     nb: usize,
     acts: &'a [A],
     n: usize,
@@ -512,6 +478,25 @@ struct Tile<'a, A> {
 }
 
 impl<A> Tile<'_, A> {
+    /// Every activation row against `units`.
+    fn run_all<D: RowDot<Act = A>>(&self, dot: &D, m: usize, units: Range<usize>) {
+        // Activation rows in tiles of 8, then 4, then 1: one weight block is loaded and
+        // unpacked once per tile; the fewer the activation rows, the more weight rows a tile
+        // holds, so that it keeps as many independent accumulators.
+        let mut i = 0;
+        while i + 8 <= m {
+            self.run::<D, 8, 1>(dot, i, units.clone());
+            i += 8;
+        }
+        while i + 4 <= m {
+            self.run::<D, 4, 2>(dot, i, units.clone());
+            i += 4;
+        }
+        for i in i..m {
+            self.run::<D, 1, 4>(dot, i, units.clone());
+        }
+    }
+
     /// Activation rows `i..i+R` against the weight rows of `units`, `C` units at a time.
     #[inline]
     fn run<D: RowDot<Act = A>, const R: usize, const C: usize>(
@@ -532,7 +517,8 @@ impl<A> Tile<'_, A> {
                 columns.len(),
             )
         });
-        dot.dot_rows::<R, C>(self.w, self.row_bytes, units, self.nb, ys, &mut out);
+        let local = units.start - self.first_unit..units.end - self.first_unit;
+        dot.dot_rows::<R, C>(self.w, self.row_bytes, local, self.nb, ys, &mut out);
     }
 }
 

@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use super::kquant::{ActBlockK, KFormat};
 use super::quant::{ActBlock, WeightFormat, QK};
-use super::x86_f16::{f16_rows_256, f16_rows_512};
+use super::x86_f16::{f16_rows_256, f16_rows_512, Weights};
 
 const _: () = assert!(QK == 32);
 
@@ -50,8 +50,8 @@ pub trait Isa {
     unsafe fn dot_signed(acc: __m256i, x: __m256i, prepared: __m256i, y: __m256i) -> __m256i;
     /// `acc + Σ` of each lane's two i16 × i16 products.
     unsafe fn dot_i16(acc: __m256i, x: __m256i, y: __m256i) -> __m256i;
-    /// F16 weight rows `rows` against `R` rows of f16-rounded activations.
-    unsafe fn f16_rows<const R: usize, const C: usize>(
+    /// F16 weight rows `rows` (read as `W`) against `R` rows of f16-rounded activations.
+    unsafe fn f16_rows<W: Weights, const R: usize, const C: usize>(
         w: &[u8],
         row_bytes: usize,
         rows: Range<usize>,
@@ -84,7 +84,7 @@ impl Isa for Avx2 {
         _mm256_add_epi32(acc, _mm256_madd_epi16(x, y))
     }
     #[inline(always)]
-    unsafe fn f16_rows<const R: usize, const C: usize>(
+    unsafe fn f16_rows<W: Weights, const R: usize, const C: usize>(
         w: &[u8],
         row_bytes: usize,
         rows: Range<usize>,
@@ -92,7 +92,7 @@ impl Isa for Avx2 {
         ys: [&[[f32; QK]]; R],
         out: &mut [&mut [f32]; R],
     ) {
-        f16_rows_256(w, row_bytes, rows, nb, ys, out)
+        f16_rows_256::<W, R>(w, row_bytes, rows, nb, ys, out)
     }
 }
 
@@ -120,7 +120,7 @@ impl Isa for Vnni {
         _mm256_dpwssd_epi32(acc, x, y)
     }
     #[inline(always)]
-    unsafe fn f16_rows<const R: usize, const C: usize>(
+    unsafe fn f16_rows<W: Weights, const R: usize, const C: usize>(
         w: &[u8],
         row_bytes: usize,
         rows: Range<usize>,
@@ -138,10 +138,10 @@ impl Isa for Vnni {
                 for (g, o) in out[r0..r0 + n].iter_mut().enumerate() {
                     group_out[g] = &mut o[..];
                 }
-                f16_rows_512::<4, 3>(w, row_bytes, rows.clone(), nb, group, &mut group_out, n);
+                f16_rows_512::<W, 4, 3>(w, row_bytes, rows.clone(), nb, group, &mut group_out, n);
             }
         } else {
-            f16_rows_512::<R, 4>(w, row_bytes, rows, nb, ys, out, R);
+            f16_rows_512::<W, R, 4>(w, row_bytes, rows, nb, ys, out, R);
         }
     }
 }
@@ -222,12 +222,13 @@ macro_rules! entry_points {
                 super::super::x86_k::k_rows::<$ops, R, C>(format, w, row_bytes, rows, nb, ys, out)
             }
 
-            /// F16 weight rows `rows` against `R` rows of f16-rounded activations.
+            /// F16 weight rows `rows` (read as `W`) against `R` rows of f16-rounded
+            /// activations.
             ///
             /// # Safety
-            /// As for `block_rows`, with `nb · 32` f16 values per row.
+            /// As for `block_rows`, with `nb · 32` values of `W` per row.
             #[target_feature(enable = $features)]
-            pub unsafe fn f16_rows<const R: usize, const C: usize>(
+            pub unsafe fn f16_rows<W: Weights, const R: usize, const C: usize>(
                 w: &[u8],
                 row_bytes: usize,
                 rows: Range<usize>,
@@ -235,7 +236,7 @@ macro_rules! entry_points {
                 ys: [&[[f32; QK]]; R],
                 out: &mut [&mut [f32]; R],
             ) {
-                <$ops as Isa>::f16_rows::<R, C>(w, row_bytes, rows, nb, ys, out)
+                <$ops as Isa>::f16_rows::<W, R, C>(w, row_bytes, rows, nb, ys, out)
             }
         }
     };
@@ -243,6 +244,35 @@ macro_rules! entry_points {
 
 entry_points!(avx2, Avx2, "avx2,fma,f16c");
 entry_points!(avx512_vnni, Vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni");
+
+/// F16 values (little-endian bytes) widened to f32.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn widen_f16(f16: &[u8], out: &mut [f32]) {
+    assert!(f16.len() == 2 * out.len() && out.len().is_multiple_of(8));
+    for (i, o) in out.chunks_exact_mut(8).enumerate() {
+        let v = _mm256_cvtph_ps(_mm_loadu_si128(f16.as_ptr().add(16 * i) as *const __m128i));
+        _mm256_storeu_ps(o.as_mut_ptr(), v);
+    }
+}
+
+/// `quant::round_row_f16` with F16C (round to nearest even, as `half` does).
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn round_row_f16(x: &[f32], out: &mut [[f32; QK]]) {
+    assert_eq!(x.len(), out.len() * QK);
+    for (b, block) in out.iter_mut().enumerate() {
+        for q in 0..QK / 8 {
+            let v = _mm256_loadu_ps(x.as_ptr().add(b * QK + 8 * q));
+            let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
+            _mm256_storeu_ps(block.as_mut_ptr().add(8 * q), _mm256_cvtph_ps(h));
+        }
+    }
+}
 
 /// `quant::quantize_row` with AVX2: the same values (max, scale and rounding are exact or
 /// done in the same f32 operations).

@@ -1,6 +1,8 @@
 //! x86 F16 kernels: F16 weight rows against f16-rounded activations in
 //! `quant::dot_row_f16`'s order (four accumulators of eight lanes per 32 values), on 256-bit
-//! vectors for AVX2 and on 512-bit ones for the AVX-512 path.
+//! vectors for AVX2 and on 512-bit ones for the AVX-512 path. The weights are read as stored
+//! (f16, converted per tile) or from a copy widened to f32 once per matmul task ([`Wide`]):
+//! the same values in the same order, so the same bits.
 
 #![cfg(target_arch = "x86_64")]
 // Index loops mirror the tiles (several arrays indexed by the same row or column).
@@ -12,11 +14,48 @@ use std::ops::Range;
 use super::quant::QK;
 use super::x86::PREFETCH_TILES;
 
+/// How a kernel reads weights: `BYTES` per value, eight or sixteen at a time as f32.
+pub trait Weights {
+    const BYTES: usize;
+    unsafe fn load8(p: *const u8) -> __m256;
+    unsafe fn load16(p: *const u8) -> __m512;
+}
+
+/// F16 as stored, converted on every load.
+pub struct Half;
+
+impl Weights for Half {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn load8(p: *const u8) -> __m256 {
+        _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+    }
+    #[inline(always)]
+    unsafe fn load16(p: *const u8) -> __m512 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    }
+}
+
+/// F16 values widened to f32 beforehand (`super::x86::widen_f16`).
+pub struct Wide;
+
+impl Weights for Wide {
+    const BYTES: usize = 4;
+    #[inline(always)]
+    unsafe fn load8(p: *const u8) -> __m256 {
+        _mm256_loadu_ps(p as *const f32)
+    }
+    #[inline(always)]
+    unsafe fn load16(p: *const u8) -> __m512 {
+        _mm512_loadu_ps(p as *const f32)
+    }
+}
+
 /// F16 weight rows against `R` rows of f16-rounded activations (`quant::dot_row_f16`'s order)
 /// on 256-bit vectors, two activation rows at a time (each weight block is converted once per
 /// pair: four accumulators per row fill the sixteen registers).
 #[inline(always)]
-pub(super) unsafe fn f16_rows_256<const R: usize>(
+pub(super) unsafe fn f16_rows_256<W: Weights, const R: usize>(
     w: &[u8],
     row_bytes: usize,
     rows: Range<usize>,
@@ -24,8 +63,9 @@ pub(super) unsafe fn f16_rows_256<const R: usize>(
     ys: [&[[f32; QK]]; R],
     out: &mut [&mut [f32]; R],
 ) {
-    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * 2 * QK);
+    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * W::BYTES * QK);
     assert!(ys.iter().all(|y| y.len() >= nb) && out.iter().all(|o| o.len() >= rows.len()));
+    let block_bytes = W::BYTES * QK;
     for j in rows.clone() {
         let p = w.as_ptr().add(j * row_bytes);
         let mut r0 = 0;
@@ -33,17 +73,15 @@ pub(super) unsafe fn f16_rows_256<const R: usize>(
             let group = (R - r0).min(2);
             let mut acc = [[_mm256_setzero_ps(); 4]; 2];
             for b in 0..nb {
-                let at = |q: usize| p.add(b * 64 + q * 16) as *const __m128i;
+                let at = p.add(b * block_bytes);
                 if r0 == 0 {
-                    _mm_prefetch::<_MM_HINT_T0>(
-                        p.wrapping_add(b * 64 + PREFETCH_TILES * row_bytes) as *const i8
-                    );
+                    _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH_TILES * row_bytes) as *const i8);
                 }
                 let wv = [
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(0))),
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(1))),
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(2))),
-                    _mm256_cvtph_ps(_mm_loadu_si128(at(3))),
+                    W::load8(at),
+                    W::load8(at.add(8 * W::BYTES)),
+                    W::load8(at.add(16 * W::BYTES)),
+                    W::load8(at.add(24 * W::BYTES)),
                 ];
                 for g in 0..group {
                     let y = ys[r0 + g].as_ptr().add(b) as *const f32;
@@ -69,7 +107,7 @@ pub(super) unsafe fn f16_rows_256<const R: usize>(
 /// accumulators `2q` and `2q + 1` hold side by side, so the lanes add the same terms in the same
 /// order and the reduction pairs them as the scalar code does.
 #[inline(always)]
-pub(super) unsafe fn f16_rows_512<const R: usize, const C: usize>(
+pub(super) unsafe fn f16_rows_512<W: Weights, const R: usize, const C: usize>(
     w: &[u8],
     row_bytes: usize,
     rows: Range<usize>,
@@ -78,13 +116,13 @@ pub(super) unsafe fn f16_rows_512<const R: usize, const C: usize>(
     out: &mut [&mut [f32]; R],
     used: usize,
 ) {
-    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * 2 * QK && used <= R);
+    assert!(w.len() >= rows.end * row_bytes && row_bytes == nb * W::BYTES * QK && used <= R);
     assert!(ys.iter().all(|y| y.len() >= nb) && out[..used].iter().all(|o| o.len() >= rows.len()));
     let ys = ys.map(|y| y.as_ptr() as *const f32);
     let mut j = rows.start;
     while j < rows.end {
         let cols = (rows.end - j).min(C);
-        let v = f16_tile_512::<R, C>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys, cols);
+        let v = f16_tile_512::<W, R, C>(w.as_ptr().add(j * row_bytes), row_bytes, nb, ys, cols);
         for c in 0..cols {
             for r in 0..used {
                 out[r][j + c - rows.start] = v[c][r];
@@ -98,7 +136,7 @@ pub(super) unsafe fn f16_rows_512<const R: usize, const C: usize>(
 /// missing ones repeat the last) against `R` activation rows. A function, not a closure: a
 /// closure would not inherit the caller's target features.
 #[inline(always)]
-unsafe fn f16_tile_512<const R: usize, const C: usize>(
+unsafe fn f16_tile_512<W: Weights, const R: usize, const C: usize>(
     w: *const u8,
     row_bytes: usize,
     nb: usize,
@@ -109,10 +147,10 @@ unsafe fn f16_tile_512<const R: usize, const C: usize>(
     for b in 0..nb {
         let mut wv = [[_mm512_setzero_ps(); 2]; C];
         for c in 0..C {
-            let at = w.add(c.min(cols - 1) * row_bytes + b * 64);
+            let at = w.add(c.min(cols - 1) * row_bytes + b * W::BYTES * QK);
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH_TILES * C * row_bytes) as *const i8);
-            wv[c][0] = _mm512_cvtph_ps(_mm256_loadu_si256(at as *const __m256i));
-            wv[c][1] = _mm512_cvtph_ps(_mm256_loadu_si256(at.add(32) as *const __m256i));
+            wv[c][0] = W::load16(at);
+            wv[c][1] = W::load16(at.add(16 * W::BYTES));
         }
         for r in 0..R {
             let y = ys[r].add(b * QK);
