@@ -51,7 +51,7 @@ fn matmul_f16_widened(path: KernelPath, w: &[u8], acts: &[[f32; QK]], shape: Sha
                 wide.resize(units.len() * nb * QK, 0.0);
                 let f16 = &w[units.start * row_bytes..units.end * row_bytes];
                 // SAFETY: the caller checked AVX2/F16C; the lengths match.
-                unsafe { x86::widen_f16(f16, wide) };
+                unsafe { x86_f16::widen_f16(f16, wide) };
                 // SAFETY: plain f32 values seen as their bytes.
                 let bytes = unsafe { std::slice::from_raw_parts(wide.as_ptr() as *const u8, wide.len() * 4) };
                 let tile = Tile {
@@ -119,7 +119,7 @@ pub(super) fn round_row_f16(path: KernelPath, x: &[f32], out: &mut [[f32; QK]]) 
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512Vnni | KernelPath::Avx2 if x86::has_avx2() => {
             // SAFETY: the CPU features are checked just above; the lengths are asserted inside.
-            unsafe { x86::round_row_f16(x, out) }
+            unsafe { x86_f16::round_row_f16(x, out) }
         }
         _ => quant::round_row_f16(x, out),
     }

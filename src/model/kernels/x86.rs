@@ -246,35 +246,6 @@ macro_rules! entry_points {
 entry_points!(avx2, Avx2, "avx2,fma,f16c");
 entry_points!(avx512_vnni, Vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni");
 
-/// F16 values (little-endian bytes) widened to f32.
-///
-/// # Safety
-/// The CPU must support AVX2 and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn widen_f16(f16: &[u8], out: &mut [f32]) {
-    assert!(f16.len() == 2 * out.len() && out.len().is_multiple_of(8));
-    for (i, o) in out.chunks_exact_mut(8).enumerate() {
-        let v = _mm256_cvtph_ps(_mm_loadu_si128(f16.as_ptr().add(16 * i) as *const __m128i));
-        _mm256_storeu_ps(o.as_mut_ptr(), v);
-    }
-}
-
-/// `quant::round_row_f16` with F16C (round to nearest even, as `half` does).
-///
-/// # Safety
-/// The CPU must support AVX2 and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn round_row_f16(x: &[f32], out: &mut [[f32; QK]]) {
-    assert_eq!(x.len(), out.len() * QK);
-    for (b, block) in out.iter_mut().enumerate() {
-        for q in 0..QK / 8 {
-            let v = _mm256_loadu_ps(x.as_ptr().add(b * QK + 8 * q));
-            let h = _mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v);
-            _mm256_storeu_ps(block.as_mut_ptr().add(8 * q), _mm256_cvtph_ps(h));
-        }
-    }
-}
-
 /// `quant::quantize_row` with AVX2: the same values (max, scale and rounding are exact or
 /// done in the same f32 operations).
 ///
