@@ -9,15 +9,33 @@ signs the JUnit XML with HMAC-SHA256 under the key and writes XML and signature 
 results path. repairbench accepts results only with a valid signature, and cross-checks them
 against pytest's `-rA` summary.
 
+Its imports cannot be shadowed by a module of the repository: they are all made here, at
+import, while the folders of the workspace (the repository, the task's PYTHONPATH) are taken
+off sys.path, so they come from the standard library alone; `pytest` is already loaded, and
+nothing is imported later. (The commands also run with PYTHONSAFEPATH=1, and a patch adding
+a module named after a standard-library one is refused before anything runs.)
+
 Code under test runs in the same process and could, with effort, reach into this module;
 that limit is stated in the README's Trust model.
 """
-import hashlib
-import hmac
-import json
 import os
-import shutil
-import tempfile
+import sys
+
+# The plugin sits in a folder of its own at the workspace's root.
+_workspace = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_kept = sys.path[:]
+sys.path[:] = [
+    p for p in _kept if p and not os.path.abspath(p).startswith(_workspace + os.sep) and os.path.abspath(p) != _workspace
+]
+try:
+    import hashlib
+    import hmac
+    import json
+    import shutil
+    import tempfile
+finally:
+    sys.path[:] = _kept
+del _kept
 
 import pytest
 

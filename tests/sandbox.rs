@@ -300,3 +300,41 @@ async fn the_pool_runs_jobs_at_once_and_one_failure_does_not_stop_the_others() {
     }
     assert_run_left_nothing(&sandbox).await;
 }
+
+/// Bytes free on the file system holding Docker's data (where a disk-backed volume would grow).
+async fn docker_disk_free(sandbox: &repairbench::sandbox::DockerSandbox) -> u64 {
+    let root =
+        sandbox.docker().info().await.unwrap().docker_root_dir.unwrap_or_else(|| "/var/lib/docker".into());
+    let out = std::process::Command::new("df").args(["-B1", "--output=avail"]).arg(&root).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_3_gb_write_stops_at_the_workspace_cap_and_never_reaches_the_host_disk() {
+    let sandbox = connect().await;
+    let spec = spec();
+    let cap = spec.limits.workspace_bytes;
+    assert_eq!(cap, 1 << 30, "the documented default");
+    let env = sandbox.create(&spec).await.unwrap();
+    let free_before = docker_disk_free(&sandbox).await;
+    let request = ExecRequest {
+        cmd: ["sh", "-c", "dd if=/dev/zero of=/workspace/fill bs=1M count=3072 2>&1; echo exit=$?; stat -c %s /workspace/fill"]
+            .map(String::from)
+            .to_vec(),
+        timeout: Duration::from_secs(120),
+        workdir: None,
+        env: Vec::new(),
+    };
+    let out = sandbox.exec(&env, &request).await.unwrap();
+    let free_during = docker_disk_free(&sandbox).await;
+    sandbox.destroy(env).await.unwrap();
+    assert!(out.stdout.contains("No space left on device"), "{out:?}");
+    assert!(out.stdout.contains("exit=1"), "{out:?}");
+    let written: u64 = out.stdout.lines().last().unwrap().trim().parse().unwrap();
+    assert!(written <= cap && written > cap / 2, "stopped at the cap: {written} bytes");
+    // The workspace is memory-backed: the host's disk did not take the write (allowing for
+    // whatever else the machine wrote meanwhile).
+    let grown = free_before.saturating_sub(free_during);
+    assert!(grown < 256 << 20, "the host disk lost {grown} bytes");
+    assert_run_left_nothing(&sandbox).await;
+}

@@ -124,8 +124,8 @@ fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
         let line = serde_json::json!({"instance_id": "acme__slugger-77", "model_name_or_path": "wrong", "model_patch": patch});
         std::fs::write(&predictions, format!("{line}\n")).unwrap();
         let mut plan = plan(&sample("slugger-ci-lint"), dir.path(), &image);
-        plan.predictions = PredictionSource::File(predictions);
-        let report = swe::grade(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        plan.predictions = PredictionSource::File(predictions.clone());
+        let report = swe::grade(sandbox.clone(), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
         // The tests pass; only the lint job fails.
@@ -133,6 +133,17 @@ fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
         assert_eq!(result.tests_status.pass_to_pass.failure, ["ci:lint"]);
         let lint_log = dir.path().join("out").join(&result.log_dir).join("ci/lint.log");
         assert!(std::fs::read_to_string(lint_log).unwrap().contains("imported but unused"));
+
+        // The same patch with a `pyflakes` of its own at the root, which `python3 -m pyflakes`
+        // would run from there in place of the real one and pass: refused before anything runs.
+        let fake = "diff --git a/pyflakes/__main__.py b/pyflakes/__main__.py\nnew file mode 100644\n--- /dev/null\n+++ b/pyflakes/__main__.py\n@@ -0,0 +1 @@\n+raise SystemExit(0)\n";
+        let line = serde_json::json!({"instance_id": "acme__slugger-77", "model_name_or_path": "wrong", "model_patch": format!("{patch}{fake}")});
+        std::fs::write(&predictions, format!("{line}\n")).unwrap();
+        plan.out = dir.path().join("out-shadowing");
+        let report = swe::grade(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let result = &report.instances[0];
+        assert_eq!((result.verdict, result.reason.as_deref()), (Verdict::PatchApplyFailed, Some("shadows_module")), "{result:#?}");
+        assert_eq!(result.tampering.iter().map(|t| t.path.as_str()).collect::<Vec<_>>(), ["pyflakes/__main__.py"]);
     });
 }
 
@@ -185,4 +196,57 @@ fn images_build_prepares_every_environment_of_a_dataset() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("acme__ledger-58") && stdout.contains("repairbench/env-python:"), "{stdout}");
     assert!(stdout.contains("1 environments ready, 0 failed"), "{stdout}");
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn each_ci_job_runs_in_a_fresh_container_so_a_daemon_or_file_one_leaves_is_gone_for_the_next() {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (sandbox, image) = docker().await;
+        let dir = tempfile::tempdir().unwrap();
+        // A scripted repository: a bug, and a CI configuration whose first job leaves a daemon
+        // writing a heartbeat and a file in the workspace, and whose second job fails if it finds either.
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+        let ci = "stages: [first, second]\n\
+                  leave-daemon:\n  stage: first\n  script:\n    - \"(while true; do date > /tmp/daemon-alive; sleep 0.1; done) >/dev/null 2>&1 &\"\n    - echo left > leftover.txt\n    - sleep 0.3\n\
+                  check-clean:\n  stage: second\n  script:\n    - sleep 0.5\n    - test ! -e /tmp/daemon-alive\n    - test ! -e leftover.txt\n";
+        std::fs::write(repo.join(".gitlab-ci.yml"), ci).unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "base"]);
+        let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+        std::fs::write(repo.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
+        let patch = git(&repo, &["diff"]);
+        git(&repo, &["checkout", "-q", "calc.py"]);
+        std::fs::create_dir_all(repo.join("tests")).unwrap();
+        std::fs::write(repo.join("tests/test_calc.py"), "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n").unwrap();
+        git(&repo, &["add", "-N", "tests/test_calc.py"]);
+        let test_patch = git(&repo, &["diff"]);
+        let tasks = dir.path().join("tasks");
+        std::fs::create_dir_all(tasks.join("ci")).unwrap();
+        git(&repo, &["bundle", "create", tasks.join("ci/repo.bundle").to_str().unwrap(), "main"]);
+        let task = serde_json::json!({
+            "repo": "acme/calc", "instance_id": "acme__calc-1", "base_commit": base, "patch": patch,
+            "test_patch": test_patch, "FAIL_TO_PASS": ["tests/test_calc.py::test_add"],
+            "PASS_TO_PASS": ["ci:leave-daemon", "ci:check-clean"], "ci_jobs": ["all"],
+        });
+        std::fs::write(tasks.join("ci/task.json"), task.to_string()).unwrap();
+        let report = swe::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden()).await.unwrap();
+        let result = &report.instances[0];
+        assert_eq!(result.verdict, Verdict::Resolved, "{result:#?}");
+        let jobs: Vec<(&str, &str)> = result.ci_jobs.iter().map(|j| (j.job.as_str(), j.detail.as_str())).collect();
+        assert_eq!(jobs, [("leave-daemon", "exit 0"), ("check-clean", "exit 0")], "{result:#?}");
+    });
 }

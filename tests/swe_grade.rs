@@ -460,6 +460,33 @@ if _leaked():
         return separator.join(re.findall(r"[a-z0-9]+", _ascii(text).lower()))
 "#;
 
+/// A module that, imported as the top-level `hmac` (inside the results plugin's own import),
+/// swaps in the real one and turns every failing test into a pass: the signed report and
+/// pytest's summary then agree. It works wherever its folder comes first on `sys.path`.
+const SHADOWING_HMAC: &str = r#"import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+del sys.modules["hmac"]
+import hmac as _real  # noqa: E402
+
+sys.modules["hmac"] = _real
+from _pytest import reports  # noqa: E402
+
+_original = reports.TestReport.from_item_and_call.__func__
+
+
+def _forged(cls, item, call):
+    report = _original(cls, item, call)
+    if report.failed:
+        report.outcome, report.longrepr = "passed", None
+    return report
+
+
+reports.TestReport.from_item_and_call = classmethod(_forged)
+"#;
+
 #[test]
 fn hostile_patches_earn_no_credit_and_write_nothing_outside() {
     runtime().block_on(async {
@@ -512,12 +539,23 @@ fn hostile_patches_earn_no_credit_and_write_nothing_outside() {
         attacks.push(("rewrite-at-exit", slug_with(REWRITE_AT_EXIT)));
         attacks.push(("delete-and-print-at-exit", slug_with(DELETE_AND_PRINT_AT_EXIT)));
         attacks.push(("leak-probe", slug_with(LEAK_PROBE)));
+        // Shadowing: a module at the root named after one the results plugin imports (refused
+        // before anything runs), and the same module in a folder the task puts on PYTHONPATH
+        // (not at the root, so not refused: the import order has to hold).
+        attacks.push(("shadow-hmac", new_file("hmac.py", SHADOWING_HMAC)));
+        attacks.push(("shadow-json", new_file("json.py", &SHADOWING_HMAC.replace("hmac", "json"))));
+        attacks.push(("shadow-through-pythonpath", new_file("textkit/hmac.py", SHADOWING_HMAC)));
 
         let mut lines = Vec::new();
         let mut preds = Vec::new();
         for (name, patch) in &attacks {
             let mut task = sample.clone();
             task.instance_id = format!("attack-{name}");
+            if *name == "shadow-through-pythonpath" {
+                let mut environment = task.environment.clone().unwrap_or_default();
+                environment.env.insert("PYTHONPATH".into(), "textkit".into());
+                task.environment = Some(environment);
+            }
             lines.push(serde_json::to_string(&task).unwrap());
             preds.push(serde_json::json!({"instance_id": task.instance_id, "model_name_or_path": "hostile", "model_patch": patch}).to_string());
         }
@@ -555,7 +593,15 @@ fn hostile_patches_earn_no_credit_and_write_nothing_outside() {
         assert_eq!(put_back("setup-cfg-addopts"), ["pyproject.toml", "setup.cfg"], "{table:#?}");
         assert_eq!(put_back("pytest-ini"), ["pytest.ini"], "{table:#?}");
         assert_eq!(put_back("sitecustomize"), ["sitecustomize.py"], "{table:#?}");
-        for name in ["quoted-conftest", "renamed-conftest", "pyproject-addopts", "setup-cfg-addopts", "pytest-ini", "skip-from-library", "xfail-from-library", "leak-probe"] {
+        assert!(get("shadow-through-pythonpath").tampering.is_empty(), "{table:#?}");
+        for name in ["shadow-hmac", "shadow-json", "sitecustomize"] {
+            let r = get(name);
+            assert_eq!((r.verdict, r.reason.as_deref()), (Verdict::PatchApplyFailed, Some("shadows_module")), "{name}: {table:#?}");
+            assert!(r.tampering.iter().all(|t| t.rule.starts_with("shadows_module")), "{name}: {table:#?}");
+        }
+        assert_eq!(put_back("shadow-hmac"), ["hmac.py"], "{table:#?}");
+        assert_eq!(put_back("shadow-json"), ["json.py"], "{table:#?}");
+        for name in ["quoted-conftest", "renamed-conftest", "pyproject-addopts", "setup-cfg-addopts", "pytest-ini", "skip-from-library", "xfail-from-library", "leak-probe", "shadow-through-pythonpath"] {
             let r = get(name);
             assert_eq!(r.verdict, Verdict::Unresolved, "{name}: {table:#?}");
             assert_eq!(r.tests_status.fail_to_pass.failure.len(), 2, "{name}: {table:#?}");

@@ -153,6 +153,89 @@ async fn a_service_never_ready_is_env_error_with_its_log_and_a_crash_is_reported
     assert_run_left_nothing(&sandbox).await;
 }
 
+/// A listener on `address` (port 0: any) counting connections until `stop` is set; returns
+/// its port.
+fn counting_listener(
+    address: &str,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (u16, Arc<std::sync::atomic::AtomicUsize>, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind(address).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let thread = std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            if listener.accept().is_ok() {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    (port, accepted, thread)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_build_step_injecting_dockerfile_instructions_is_refused_before_any_build() {
+    let image = default_image();
+    let sandbox = Arc::new(connect().await);
+    let dir = tempfile::tempdir().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (port, accepted, listener) = counting_listener("127.0.0.1:0", stop.clone());
+    // `ADD` from a URL would run in the daemon, on the host's network, where 127.0.0.1 is ours.
+    let injected = format!("true\nADD http://127.0.0.1:{port}/secret /workspace/secret");
+    let tasks = kv_variant(dir.path(), "injected", |task| {
+        task["services"][0]["build"] = serde_json::json!({"run": [injected]});
+    });
+    let report =
+        grade(&sandbox, &plan(&tasks, PredictionSource::Gold, &dir.path().join("out"), &image, 60)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    listener.join().unwrap();
+    assert!(report.instances.is_empty(), "{:#?}", report.instances);
+    assert_eq!(report.summary.invalid_input, 1, "{:#?}", report.skipped);
+    let skipped = &report.skipped[0];
+    assert!(
+        skipped.reason.starts_with("field `services[0].build.run[0]`: control character U+000A"),
+        "{skipped:?}"
+    );
+    assert!(skipped.location.ends_with("kv/task.json:1"), "{skipped:?}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0, "the loopback listener was reached");
+    assert_run_left_nothing(&sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_readiness_timeout_past_the_run_s_deadline_ends_with_the_run() {
+    let image = default_image();
+    let sandbox = Arc::new(connect().await);
+    let dir = tempfile::tempdir().unwrap();
+    // A service that never listens, allowed 2^64-1 seconds by its task.
+    let forever = kv_variant(dir.path(), "forever", |task| {
+        task["services"][0]["command"] = serde_json::json!(["sleep", "600"]);
+        task["services"][0]["ready"] = serde_json::json!({"tcp": 7070, "timeout_s": u64::MAX});
+    });
+    let started = Instant::now();
+    let report =
+        grade(&sandbox, &plan(&forever, PredictionSource::Gold, &dir.path().join("out"), &image, 15)).await;
+    let took = started.elapsed();
+    let result = &report.instances[0];
+    assert_eq!(
+        (result.verdict, result.reason.as_deref()),
+        (Verdict::EnvError, Some("service_not_ready")),
+        "{result:#?}"
+    );
+    assert!(took < Duration::from_secs(15 + 60), "the run's --timeout of 15 s bounds it: took {took:?}");
+    // What is left of the run's 15 s once the group is up.
+    let detail = result.detail.as_deref().unwrap_or_default();
+    let waited: u64 = detail
+        .split("was not ready within ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{detail}"));
+    assert!((10..=15).contains(&waited), "{detail}");
+    assert_run_left_nothing(&sandbox).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timed_out_run_leaves_nothing() {
     let image = default_image();
@@ -239,5 +322,71 @@ async fn two_groups_cannot_reach_each_others_services() {
     assert!(lines.get(1).is_some_and(|l| l.starts_with(&format!("{b_ip} unreachable"))), "{:?}", out.result);
     a.teardown().await.unwrap();
     b.teardown().await.unwrap();
+    assert_run_left_nothing(&sandbox).await;
+}
+
+/// Every IPv4 address of this host but loopback (the external one, docker0, other bridges).
+fn host_addresses() -> Vec<String> {
+    let out = Command::new("ip").args(["-4", "-o", "addr", "show"]).output().expect("ip from iproute2");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().skip_while(|w| *w != "inet").nth(1))
+        .filter_map(|cidr| cidr.split('/').next())
+        .filter(|ip| !ip.starts_with("127."))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_host_is_unreachable_from_a_services_network() {
+    let image = default_image();
+    let sandbox = connect().await;
+    // A listener on every address of the host, counting whatever connects.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (port, accepted, counter) = counting_listener("0.0.0.0:0", stop.clone());
+    let group = ServiceGroup::start(&sandbox, &[http_server(&image)], Duration::from_secs(30)).await.unwrap();
+    let network = sandbox.docker().inspect_network(group.network(), None).await.unwrap();
+    let gateways: Vec<String> = network
+        .ipam
+        .and_then(|ipam| ipam.config)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.gateway)
+        .collect();
+    let mut targets: Vec<String> = gateways.iter().map(|g| format!("{g}:{port}")).collect();
+    targets.extend(host_addresses().iter().map(|ip| format!("{ip}:{port}")));
+    assert!(targets.len() >= 2, "the gateway and at least one host address: {targets:?}");
+    // The service by name first, as the control: the network itself works.
+    let probe = format!(
+        "import socket\nfor target in {targets:?}:\n    host, port = target.rsplit(':', 1)\n    try:\n        \
+         socket.create_connection((host, int(port)), timeout=3).close()\n        print(target, 'reached')\n    \
+         except OSError as e:\n        print(target, 'unreachable', type(e).__name__)\n",
+        targets = std::iter::once("web:8000".to_string()).chain(targets.clone()).collect::<Vec<_>>()
+    );
+    let job = Job {
+        cmd: vec!["python3".into(), "-c".into(), probe.clone()],
+        timeout: Duration::from_secs(120),
+        ..Default::default()
+    };
+    let from_tests = group.run_job(&EnvSpec::new(image.clone()), &job, None, "tests").await.unwrap();
+    let request = repairbench::sandbox::ExecRequest {
+        cmd: job.cmd.clone(),
+        timeout: Duration::from_secs(120),
+        workdir: None,
+        env: Vec::new(),
+    };
+    let from_service = group.exec("web", &request).await.unwrap();
+    group.teardown().await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    counter.join().unwrap();
+    for (who, stdout) in [("tests", &from_tests.result.stdout), ("service", &from_service.stdout)] {
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.first(), Some(&"web:8000 reached"), "{who}: the service by name: {stdout}");
+        assert_eq!(lines.len(), targets.len() + 1, "{who}: {stdout}");
+        for line in &lines[1..] {
+            assert!(line.contains(" unreachable "), "{who} reached the host: {stdout}");
+        }
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0, "the host's listener got a connection");
     assert_run_left_nothing(&sandbox).await;
 }

@@ -173,3 +173,179 @@ fn repositories_from_repos_dir_bundles_and_url_template() {
     assert!(err.starts_with("repository acme/missing: not found under"), "{err}");
     assert!(err.contains("acme/missing"), "{err}");
 }
+
+#[test]
+fn ids_that_cannot_name_a_log_folder_or_would_share_one_and_repos_outside_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.jsonl");
+    let f2p = serde_json::json!(["t.py::x"]);
+    let outside = task_json("a__b-5", f2p.clone()).replace("acme/textkit", "../other");
+    let dotted = task_json("a__b-6", f2p.clone()).replace("acme/textkit", "acme/..");
+    let lines = [
+        task_json("x/1", f2p.clone()),
+        task_json("x_1", f2p.clone()),
+        task_json("x 1", f2p.clone()),
+        task_json("..", f2p.clone()),
+        task_json(".", f2p.clone()),
+        outside,
+        dotted,
+        task_json("line\nbreak", f2p.clone()),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let set = tasks::load_tasks(&path).unwrap();
+    let ids: Vec<&str> = set.tasks.iter().map(|t| t.instance_id.as_str()).collect();
+    assert_eq!(ids, ["x/1"]);
+    let shown = path.display().to_string();
+    let reasons: Vec<String> = set.skipped.iter().map(|s| format!("{} {}", s.location, s.reason)).collect();
+    assert_eq!(reasons.len(), 7, "{reasons:#?}");
+    assert!(set.skipped.iter().all(|s| s.invalid_input), "{reasons:#?}");
+    // The colliding ids name each other and where the first one is.
+    for (i, id) in [(1, "x_1"), (2, "x 1")] {
+        assert!(
+            reasons[i - 1].starts_with(&format!(
+                "{shown}:{} field `instance_id`: {id:?} and \"x/1\" ({shown}:1)",
+                i + 1
+            )),
+            "{reasons:#?}"
+        );
+    }
+    assert!(reasons[2].contains("\"..\" cannot name a log folder"), "{reasons:#?}");
+    assert!(reasons[3].contains("\".\" cannot name a log folder"), "{reasons:#?}");
+    assert!(reasons[4].contains("field `repo`") && reasons[4].contains("../other"), "{reasons:#?}");
+    assert!(reasons[5].contains("field `repo`") && reasons[5].contains("acme/.."), "{reasons:#?}");
+    assert!(reasons[6].contains("field `instance_id`") && reasons[6].contains("U+000A"), "{reasons:#?}");
+}
+
+#[test]
+fn build_inputs_with_control_characters_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.jsonl");
+    let with = |id: &str, extra: serde_json::Value| {
+        let mut task: serde_json::Value =
+            serde_json::from_str(&task_json(id, serde_json::json!(["t.py::x"]))).unwrap();
+        for (key, value) in extra.as_object().unwrap() {
+            task[key] = value.clone();
+        }
+        task.to_string()
+    };
+    let injected = "true\nADD http://127.0.0.1:9/secret /workspace/secret";
+    let lines = [
+        with("a-1", serde_json::json!({"environment": {"install": ["make deps", injected]}})),
+        with("a-2", serde_json::json!({"environment": {"apt": ["redis-server\nFROM evil"]}})),
+        with("a-3", serde_json::json!({"environment": {"env": {"A\nB": "x"}}})),
+        with("a-4", serde_json::json!({"environment": {"pip": ["x\r"]}})),
+        with(
+            "a-5",
+            serde_json::json!({"services": [{"name": "db", "build": {"run": [injected]}, "command": ["db"]}]}),
+        ),
+        with("a-6", serde_json::json!({"services": [{"name": "db", "image": "x", "env": {"K": "v\n"}}]})),
+        with(
+            "a-7",
+            serde_json::json!({"environment": {"install": ["pip install -e '.[test]' && echo ok"], "apt": ["libpq-dev"]}}),
+        ),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let set = tasks::load_tasks(&path).unwrap();
+    let ids: Vec<&str> = set.tasks.iter().map(|t| t.instance_id.as_str()).collect();
+    assert_eq!(ids, ["a-7"], "plain commands and packages load");
+    let reasons: Vec<&str> = set.skipped.iter().map(|s| s.reason.as_str()).collect();
+    let fields = [
+        "field `environment.install[1]`",
+        "field `environment.apt[0]`",
+        "field `environment.env`",
+        "field `environment.pip[0]`",
+        "field `services[0].build.run[0]`",
+        "field `services[0].env.K`",
+    ];
+    assert_eq!(reasons.len(), fields.len(), "{reasons:#?}");
+    for (reason, field) in reasons.iter().zip(fields) {
+        assert!(reason.starts_with(field), "{reason} names {field}");
+    }
+}
+
+#[test]
+fn a_bad_task_json_or_a_bad_byte_in_one_line_is_named_and_the_rest_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let folders = dir.path().join("issues");
+    for (name, content) in [
+        ("good", task_json("a__good-1", serde_json::json!(["t.py::x"])).into_bytes()),
+        ("empty", Vec::new()),
+        (
+            "latin1",
+            task_json("a__caf\u{e9}-1", serde_json::json!(["t.py::x"]))
+                .replace('\u{e9}', "\u{1}")
+                .into_bytes()
+                .into_iter()
+                .map(|b| if b == 1 { 0xe9 } else { b })
+                .collect(),
+        ),
+    ] {
+        std::fs::create_dir_all(folders.join(name)).unwrap();
+        std::fs::write(folders.join(name).join("task.json"), content).unwrap();
+    }
+    let set = tasks::load_tasks(&folders).unwrap();
+    assert_eq!(set.tasks.iter().map(|t| t.instance_id.as_str()).collect::<Vec<_>>(), ["a__good-1"]);
+    let reasons: Vec<String> = set.skipped.iter().map(|s| format!("{} {}", s.location, s.reason)).collect();
+    assert_eq!(reasons.len(), 2, "{reasons:#?}");
+    assert!(reasons[0].contains("empty/task.json") && reasons[0].contains("empty file"), "{reasons:#?}");
+    assert!(reasons[1].contains("latin1/task.json") && reasons[1].contains("not UTF-8"), "{reasons:#?}");
+    assert!(set.skipped.iter().all(|s| s.invalid_input));
+
+    // Predictions: the line with a raw non-UTF-8 byte is named, the others are read.
+    let tasks_file = dir.path().join("data.jsonl");
+    let lines = [
+        task_json("a__b-1", serde_json::json!(["t.py::x"])),
+        task_json("a__b-2", serde_json::json!(["t.py::x"])),
+    ];
+    std::fs::write(&tasks_file, lines.join("\n") + "\n").unwrap();
+    let tasks = tasks::load_tasks(&tasks_file).unwrap().tasks;
+    let predictions = dir.path().join("preds.jsonl");
+    let mut bytes = br#"{"instance_id": "a__b-1", "model_patch": "caf"#.to_vec();
+    bytes.extend([0xe9, b'"', b'}', b'\n']);
+    bytes.extend(br#"{"instance_id": "a__b-2", "model_patch": "diff"}"#);
+    bytes.push(b'\n');
+    std::fs::write(&predictions, bytes).unwrap();
+    let set = tasks::load_predictions(&PredictionSource::File(predictions.clone()), &tasks).unwrap();
+    assert_eq!(set.by_instance.keys().collect::<Vec<_>>(), ["a__b-2"]);
+    assert_eq!(set.skipped.len(), 1);
+    assert_eq!(set.skipped[0].location, format!("{}:1", predictions.display()));
+    assert!(set.skipped[0].reason.contains("not UTF-8"), "{:?}", set.skipped);
+}
+
+#[test]
+fn a_run_that_skipped_invalid_input_exits_5_naming_each_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = dir.path().join("bad.jsonl");
+    std::fs::write(&dataset, "{\"repo\": 1}\nnot json\n").unwrap();
+    let grade = |dataset: &Path, predictions: &str, out: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_repairbench"))
+            .args(["swe", "grade", "--dataset"])
+            .arg(dataset)
+            .args(["--predictions", predictions, "--out"])
+            .arg(dir.path().join(out))
+            .env(repairbench::env::CACHE_DIR, dir.path().join("cache"))
+            .output()
+            .unwrap()
+    };
+    let all_invalid = grade(&dataset, "gold", "out-bad");
+    let stdout = String::from_utf8_lossy(&all_invalid.stdout);
+    assert_eq!(
+        all_invalid.status.code(),
+        Some(5),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&all_invalid.stderr)
+    );
+    for line in [1, 2] {
+        assert!(stdout.contains(&format!("{}:{line}", dataset.display())), "line {line} named: {stdout}");
+    }
+
+    // A valid dataset, and predictions of which none matches a task.
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, task_json("a__b-1", serde_json::json!(["t.py::x"])) + "\n").unwrap();
+    let predictions = dir.path().join("preds.jsonl");
+    std::fs::write(&predictions, "{\"instance_id\": \"other-1\", \"model_patch\": \"\"}\n").unwrap();
+    let none_matched = grade(&good, predictions.to_str().unwrap(), "out-none");
+    let stdout = String::from_utf8_lossy(&none_matched.stdout);
+    assert_eq!(none_matched.status.code(), Some(5), "{stdout}");
+    assert!(stdout.contains(&format!("{}:1", predictions.display())), "{stdout}");
+}

@@ -24,11 +24,14 @@ pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_INFRASTRUCTURE: u8 = 3;
 /// `compare`: the new run is significantly worse than the base run.
 pub const EXIT_REGRESSION: u8 = 4;
+/// The run finished, but input records were skipped as invalid (each named in the summary).
+pub const EXIT_INVALID_INPUT: u8 = 5;
 
 /// The exit status of a run that finished.
 pub fn exit_status(completion: Completion) -> u8 {
     match completion {
         Completion::Clean => EXIT_OK,
+        Completion::InvalidInput => EXIT_INVALID_INPUT,
         Completion::InfrastructureErrors => EXIT_INFRASTRUCTURE,
     }
 }

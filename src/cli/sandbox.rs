@@ -112,6 +112,8 @@ async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
         cpus: args.cpus,
         pids: args.pids,
         output_cap_bytes: args.output_cap as usize,
+        // `sandbox run`'s workspace is on disk: files go in before the command and come out after.
+        ..Limits::default()
     };
     let job = Job {
         cmd: args.cmd.clone(),

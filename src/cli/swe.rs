@@ -68,6 +68,9 @@ pub struct GradeOptions {
     /// Memory limit per test container, e.g. 2g.
     #[arg(long, default_value = "2g", value_parser = super::sandbox::parse_size)]
     memory: u64,
+    /// Size cap of each container's /workspace (memory-backed, within --memory), e.g. 1g.
+    #[arg(long, default_value = "1g", value_parser = super::sandbox::parse_size)]
+    workspace_size: u64,
     /// Image for tasks without their own `environment.image` (default: the Python image).
     #[arg(long)]
     image: Option<String>,
@@ -205,7 +208,11 @@ fn grade_plan(
         Some(n) => n,
         None => repairbench::env::sandbox_workers()?.unwrap_or_else(swe_run::default_workers),
     };
-    settings.limits = Limits { memory_bytes: options.memory, ..Limits::default() };
+    if options.workspace_size > options.memory {
+        anyhow::bail!("--workspace-size must not exceed --memory (the workspace is held in memory)");
+    }
+    settings.limits =
+        Limits { memory_bytes: options.memory, workspace_bytes: options.workspace_size, ..Limits::default() };
     Ok(GradePlan {
         dataset: data.dataset.clone(),
         predictions,

@@ -39,6 +39,11 @@ fn random_bytes<const N: usize>() -> [u8; N] {
     bytes
 }
 
+/// A random name part (24 hex digits) no tested code can guess.
+pub fn random_token() -> String {
+    hex::encode(random_bytes::<12>())
+}
+
 /// One test run's secret: where the plugin goes, and the key its results are signed with.
 pub struct ResultsChannel {
     key: [u8; 32],
@@ -50,7 +55,7 @@ impl ResultsChannel {
     pub fn new(workspace: &str) -> Self {
         Self {
             key: random_bytes::<32>(),
-            token: hex::encode(random_bytes::<12>()),
+            token: random_token(),
             workspace: workspace.trim_end_matches('/').to_owned(),
         }
     }
@@ -87,14 +92,14 @@ impl ResultsChannel {
             .collect()
     }
 
-    /// Environment for the test command: the plugin's folder on the import path, and, for a
-    /// task's own test command, the same arguments through `PYTEST_ADDOPTS`.
-    pub fn env(&self, existing_pythonpath: Option<&str>) -> Vec<(String, String)> {
-        let mut path = format!("{}/{}", self.workspace, self.plugin_dir());
-        if let Some(existing) = existing_pythonpath.filter(|p| !p.is_empty()) {
-            path = format!("{path}:{existing}");
-        }
-        vec![("PYTHONPATH".into(), path), ("PYTEST_ADDOPTS".into(), self.pytest_args().join(" "))]
+    /// The folder the plugin is imported from (it must be on `PYTHONPATH`).
+    pub fn plugin_path(&self) -> String {
+        format!("{}/{}", self.workspace, self.plugin_dir())
+    }
+
+    /// For a task's own test command: the plugin and the summary through `PYTEST_ADDOPTS`.
+    pub fn addopts(&self) -> (String, String) {
+        ("PYTEST_ADDOPTS".into(), self.pytest_args().join(" "))
     }
 
     /// The JUnit XML inside the results file, if its signature is valid.

@@ -34,6 +34,89 @@ const SHADOWING: &[&str] = &[
     "iniconfig",
 ];
 
+/// Top-level module names of Python's standard library (3.9 to 3.13), one per line.
+const STDLIB_MODULES: &str = include_str!("../../harness/stdlib_modules.txt");
+
+/// What pytest, its dependencies and the packaging tools import; a module by one of these names
+/// at the repository's root would be imported in their place wherever the root comes first.
+const HARNESS_MODULES: &[&str] = &[
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "iniconfig",
+    "py",
+    "packaging",
+    "exceptiongroup",
+    "tomli",
+    "pygments",
+    "colorama",
+    "pip",
+    "setuptools",
+    "pkg_resources",
+    "_distutils_hack",
+    "wheel",
+    "sitecustomize",
+    "usercustomize",
+];
+
+/// The module a new path at the repository's root provides: `json.py`, `json/...`,
+/// `json.cpython-311-x86_64-linux-gnu.so` all provide `json`; `None` for anything Python
+/// would not import by a name.
+fn root_module(path: &str) -> Option<&str> {
+    let (top, rest) = match path.split_once('/') {
+        Some((top, rest)) => (top, Some(rest)),
+        None => (path, None),
+    };
+    let name = match rest {
+        Some(_) => top,
+        None => {
+            let (stem, _) = top.split_once('.')?;
+            let importable = [".py", ".pyc", ".pyw", ".so", ".pyd"].iter().any(|ext| top.ends_with(ext));
+            if !importable {
+                return None;
+            }
+            stem
+        }
+    };
+    let identifier = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    identifier.then_some(name)
+}
+
+/// What a module name at the repository's root would shadow, if anything: the standard
+/// library, the harness and its tools, or a tool of `tools` (the commands the task's CI jobs run).
+fn shadowed(name: &str, tools: &BTreeSet<String>) -> Option<&'static str> {
+    if STDLIB_MODULES.lines().any(|line| line == name) {
+        Some("the standard-library module")
+    } else if HARNESS_MODULES.contains(&name) || name.starts_with("repairbench") {
+        Some("the harness's module")
+    } else if tools.contains(name) {
+        Some("the module of a tool the task's CI jobs run")
+    } else {
+        None
+    }
+}
+
+/// The changes that add, at the repository's root, a module named after a standard-library
+/// module, one the harness imports, or a tool in `tools`: wherever the root comes first on
+/// `sys.path` (an older Python, a task's own `PYTHONPATH`) it would run in their place. A
+/// module the base tree already had at the root is the project's own and stays allowed.
+pub fn shadowing_modules(base: &Tree<'_>, changes: &[Change], tools: &BTreeSet<String>) -> Vec<Tampering> {
+    changes
+        .iter()
+        .filter(|change| change.new.is_some())
+        .filter_map(|change| {
+            let name = root_module(&change.path)?;
+            let top = change.path.split('/').next().unwrap_or(&change.path);
+            if base.get_name(top).is_some() {
+                return None;
+            }
+            let what = shadowed(name, tools)?;
+            Some(Tampering { path: change.path.clone(), rule: format!("shadows_module: {what} `{name}`") })
+        })
+        .collect()
+}
+
 /// Whether `path` looks like a test file or test configuration, for any language we grade.
 pub fn is_test_path(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
@@ -210,6 +293,50 @@ mod tests {
         assert!(rule("src/lib.py", Some("a"), Some("b")).is_none());
         let tasks: BTreeSet<String> = ["checks/spec_money.py".to_string()].into();
         assert!(rule_for("checks/spec_money.py", Some("a"), Some("b"), &tasks).is_some());
+    }
+
+    #[test]
+    fn new_root_modules_named_after_the_stdlib_the_harness_or_a_ci_tool_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let blob = repo.blob(b"x").unwrap();
+        let mut base = repo.treebuilder(None).unwrap();
+        base.insert("json.py", blob, 0o100644).unwrap();
+        let base = repo.find_tree(base.write().unwrap()).unwrap();
+        let added = |path: &str| Change { path: path.into(), old: None, new: Some((blob, 0o100644)) };
+        let changes: Vec<Change> = [
+            "hmac.py",
+            "hashlib/__init__.py",
+            "tempfile.cpython-311-x86_64-linux-gnu.so",
+            "pyflakes/__main__.py",
+            "pluggy.py",
+            "json.py",
+            "pkg/hmac.py",
+            "README.md",
+            "shutil.txt",
+            "mymodule.py",
+        ]
+        .iter()
+        .map(|p| added(p))
+        .collect();
+        let tools: BTreeSet<String> = ["pyflakes".to_string()].into();
+        let found: Vec<String> =
+            shadowing_modules(&base, &changes, &tools).into_iter().map(|t| t.path).collect();
+        // json.py was the project's own at the base; pkg/hmac.py is not at the root.
+        assert_eq!(
+            found,
+            [
+                "hmac.py",
+                "hashlib/__init__.py",
+                "tempfile.cpython-311-x86_64-linux-gnu.so",
+                "pyflakes/__main__.py",
+                "pluggy.py"
+            ]
+        );
+        assert!(
+            shadowing_modules(&base, &changes[3..4], &BTreeSet::new()).is_empty(),
+            "pyflakes only when a job runs it"
+        );
     }
 
     #[test]

@@ -65,9 +65,24 @@ pub struct Skipped {
     pub location: String,
     pub instance_id: Option<String>,
     pub reason: String,
+    /// The input itself was wrong (a record that does not parse, an id that cannot be used, a
+    /// prediction for no task): the run exits non-zero for it. Not set for records left out by
+    /// design (a superseded prediction, a task without a prediction).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invalid_input: bool,
 }
 
 impl Skipped {
+    /// A record left out by design, not because the input was wrong.
+    pub fn new(location: String, instance_id: Option<String>, reason: String) -> Self {
+        Self { location, instance_id, reason, invalid_input: false }
+    }
+
+    /// A record left out because the input was wrong.
+    pub fn invalid(location: String, instance_id: Option<String>, reason: String) -> Self {
+        Self { location, instance_id, reason, invalid_input: true }
+    }
+
     /// The event reporters show for this record.
     pub fn event<R>(&self) -> ResultEvent<R> {
         ResultEvent::ItemSkipped(self.clone())
@@ -235,7 +250,7 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
                 self.bar.inc(1);
                 self.bar.set_message(format!("{id}: {outcome}"));
             }
-            ResultEvent::ItemSkipped(Skipped { instance_id, location, reason }) => {
+            ResultEvent::ItemSkipped(Skipped { instance_id, location, reason, .. }) => {
                 let id = instance_id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default();
                 self.bar.println(format!("skipped {location}{id}: {reason}"));
             }

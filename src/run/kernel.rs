@@ -181,11 +181,7 @@ mod tests {
             FingerprintBuilder::new().id("input", input).finish()
         };
         let todo = kernel.plan(vec!["a", "b", "c"], |id| (id.to_string(), fingerprint(id))).unwrap();
-        kernel
-            .report(
-                &Skipped { location: "in.jsonl:4".into(), instance_id: None, reason: "bad".into() }.event(),
-            )
-            .unwrap();
+        kernel.report(&Skipped::invalid("in.jsonl:4".into(), None, "bad".into()).event()).unwrap();
         for (id, fingerprint) in todo {
             let value = if id == "b" { b_input.len() as u32 } else { 1 };
             kernel

@@ -63,10 +63,13 @@ pub enum PipelineError {
 }
 
 /// How a finished run went, beyond its numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Completion {
     /// Every item got a real result.
     Clean,
+    /// Input records were left out because they were wrong (a line that does not parse, an
+    /// unusable id, a prediction for no task); the summary names each by file and line.
+    InvalidInput,
     /// Some items ended in infrastructure errors (SWE `error`/`env_error`, suite harness
     /// errors): the numbers are incomplete, and a rerun recomputes those items.
     InfrastructureErrors,
@@ -77,6 +80,8 @@ impl Completion {
         let count = |v: &str| report.summary.verdicts.get(v).copied().unwrap_or(0);
         if count("error") + count("env_error") > 0 {
             Self::InfrastructureErrors
+        } else if report.summary.invalid_input > 0 {
+            Self::InvalidInput
         } else {
             Self::Clean
         }
@@ -89,13 +94,9 @@ impl Completion {
         }
     }
 
-    /// The worse of two.
+    /// The worse of two (infrastructure errors before invalid input before clean).
     pub fn and(self, other: Self) -> Self {
-        if self == Self::Clean {
-            other
-        } else {
-            self
-        }
+        self.max(other)
     }
 }
 

@@ -135,11 +135,11 @@ pub fn infer(
         }) {
             Ok(repo) => repo,
             Err(reason) => {
-                summary.skipped.push(Skipped {
-                    location: task.origin.clone(),
-                    instance_id: Some(task.instance_id.clone()),
+                summary.skipped.push(Skipped::new(
+                    task.origin.clone(),
+                    Some(task.instance_id.clone()),
                     reason,
-                });
+                ));
                 continue;
             }
         };

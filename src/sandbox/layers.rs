@@ -36,6 +36,25 @@ pub const PASSED_BUILD_ARGS: &[&str] = &[
     "NO_PROXY",
 ];
 
+/// Where a layer keeps what it prepared in `/workspace` (a warm `target/`, `node_modules`, a
+/// service's files): a container's workspace is a fresh memory-backed volume that hides the
+/// image's own `/workspace`, so the sandbox copies this folder into it when the container
+/// starts (see [`super::docker::policy::Workspace`]).
+pub const WORKSPACE_SEED: &str = "/opt/repairbench/workspace-seed";
+/// The image label that says a layer has a [`WORKSPACE_SEED`].
+pub const WORKSPACE_SEED_LABEL: &str = "org.repairbench.workspace-seed";
+
+/// The last steps of a layer that prepared files in `/workspace` (run as root): they move to
+/// [`WORKSPACE_SEED`] and `/workspace` is left empty, owned by the sandbox user.
+pub fn workspace_seed_steps() -> String {
+    format!(
+        "RUN mkdir -p {parent} && rm -rf {WORKSPACE_SEED} && mv /workspace {WORKSPACE_SEED} \\\n    \
+         && mkdir /workspace && chown sandbox:sandbox /workspace {WORKSPACE_SEED} && chmod 0755 /workspace\n\
+         LABEL {WORKSPACE_SEED_LABEL}=1",
+        parent = WORKSPACE_SEED.rsplit_once('/').map_or("/", |(p, _)| p),
+    )
+}
+
 /// One layer to build.
 #[derive(Debug, Clone)]
 pub struct LayerSpec {

@@ -27,11 +27,28 @@ pub struct Limits {
     pub pids: i64,
     /// Bytes of stdout (and, separately, stderr) kept per exec; the rest is dropped and flagged.
     pub output_cap_bytes: usize,
+    /// Bytes the workspace of an environment or service may hold. It is memory-backed, so
+    /// nothing written there reaches the host's disk, and it counts against `memory_bytes`.
+    #[serde(default = "default_workspace_bytes")]
+    pub workspace_bytes: u64,
+}
+
+/// The workspace's default size cap: 1 GiB.
+pub const DEFAULT_WORKSPACE_BYTES: u64 = 1 << 30;
+
+fn default_workspace_bytes() -> u64 {
+    DEFAULT_WORKSPACE_BYTES
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { memory_bytes: 2 << 30, cpus: 1.0, pids: 256, output_cap_bytes: 1 << 20 }
+        Self {
+            memory_bytes: 2 << 30,
+            cpus: 1.0,
+            pids: 256,
+            output_cap_bytes: 1 << 20,
+            workspace_bytes: DEFAULT_WORKSPACE_BYTES,
+        }
     }
 }
 
@@ -176,6 +193,8 @@ pub enum SandboxError {
     EngineUnavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("image {0} not found; build it with `repairbench images build`")]
     ImageNotFound(String),
+    #[error("copying the image's prepared workspace into the container failed: {0}")]
+    Seed(String),
     #[error("the Docker engine did not answer `{op}` within {seconds} s")]
     Deadline { op: &'static str, seconds: u64 },
     #[error("copying {path} out of the container: more than {cap} bytes")]

@@ -37,6 +37,40 @@ pub struct CiJob {
     pub source: String,
 }
 
+impl CiJob {
+    /// The Python modules the job's commands run as tools: each command's program (`pyflakes`,
+    /// `flake8` as `flake8`, `black`) and each `python -m MODULE`, by top-level name. A
+    /// repository may not gain a module by one of these names at its root.
+    pub fn tool_modules(&self) -> BTreeSet<String> {
+        let mut tools = BTreeSet::new();
+        for command in &self.commands {
+            for segment in command.split(['\n', ';', '|', '&', '(', ')', '`']) {
+                let words: Vec<&str> = segment
+                    .split_whitespace()
+                    .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+                    .collect();
+                let Some(program) = words.first().map(|w| w.rsplit('/').next().unwrap_or(w)) else {
+                    continue;
+                };
+                let python = program.starts_with("python") || program == "coverage";
+                let module = match words.iter().position(|w| *w == "-m") {
+                    Some(i) if python => words.get(i + 1).copied(),
+                    _ => Some(program),
+                };
+                if let Some(module) = module {
+                    let top = module.split('.').next().unwrap_or(module).replace('-', "_");
+                    let identifier = top.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                        && top.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if identifier && !top.starts_with("python") {
+                        tools.insert(top);
+                    }
+                }
+            }
+        }
+        tools
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CiConfig {
     /// In run order: stage order, then `needs` respected.
@@ -213,6 +247,19 @@ fn string_list(value: &Value) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_modules_are_the_programs_and_python_dash_m_modules_a_job_runs() {
+        let mut lint = job("lint", "lint", &[]);
+        lint.commands = vec![
+            "python3 -m pyflakes src".into(),
+            "LANG=C flake8 --max-line-length=100 && /usr/bin/black --check .".into(),
+            "coverage run -m pytest.main -q | tee out.txt".into(),
+            "python3.11 -c 'print(1)'".into(),
+        ];
+        let tools: Vec<String> = lint.tool_modules().into_iter().collect();
+        assert_eq!(tools, ["black", "flake8", "pyflakes", "pytest", "tee"]);
+    }
 
     fn job(name: &str, stage: &str, needs: &[&str]) -> CiJob {
         CiJob {

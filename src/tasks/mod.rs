@@ -3,6 +3,7 @@
 //! Loading never stops at the first bad record: every record that cannot be used becomes a
 //! [`Skipped`] entry naming the file, line and what was expected, and the rest goes on.
 
+pub mod build_inputs;
 pub mod ci;
 pub mod gitlab;
 pub mod prompt;
@@ -206,13 +207,41 @@ fn read_records<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &'static str,
 ) -> Result<Records<T>, LoadError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
     let shown = path.display();
     let mut records = Vec::new();
     let mut skipped = Vec::new();
-    let trimmed = text.trim_start();
     let is_jsonl = path.extension().is_some_and(|e| e == "jsonl");
+    // A whole document must be UTF-8; JSON lines are read line by line, so one bad line is
+    // skipped and named while the others are read.
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            if !is_jsonl {
+                skipped.push(Skipped::invalid(format!("{shown}"), None, format!("not UTF-8 (at byte {at})")));
+                return Ok((records, skipped));
+            }
+            for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
+                let location = format!("{shown}:{}", index + 1);
+                match std::str::from_utf8(line) {
+                    Ok(line) => read_line(line, location, what, &mut records, &mut skipped),
+                    Err(e) => skipped.push(Skipped::invalid(
+                        location,
+                        None,
+                        format!("not UTF-8 (byte {} of the line)", e.valid_up_to()),
+                    )),
+                }
+            }
+            return Ok((records, skipped));
+        }
+    };
+    let trimmed = text.trim_start();
+    if trimmed.is_empty() {
+        skipped.push(Skipped::invalid(format!("{shown}"), None, format!("empty file (expected {what})")));
+        return Ok((records, skipped));
+    }
     if !is_jsonl && trimmed.starts_with('[') {
         let values: Vec<serde_json::Value> = serde_json::from_str(&text)
             .map_err(|source| LoadError::NotJson { path: path.to_owned(), what, source })?;
@@ -229,24 +258,30 @@ fn read_records<T: serde::de::DeserializeOwned>(
         }
     }
     for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let location = format!("{shown}:{}", index + 1);
-        let value: serde_json::Value = match serde_json::from_str(line) {
-            Ok(value) => value,
-            Err(e) => {
-                skipped.push(Skipped {
-                    location,
-                    instance_id: None,
-                    reason: format!("expected one JSON object per line ({what}): {e}"),
-                });
-                continue;
-            }
-        };
-        take_record(value, location, what, &mut records, &mut skipped);
+        read_line(line, format!("{shown}:{}", index + 1), what, &mut records, &mut skipped);
     }
     Ok((records, skipped))
+}
+
+/// One line of JSON lines: a record, nothing (blank), or a [`Skipped`] entry.
+fn read_line<T: serde::de::DeserializeOwned>(
+    line: &str,
+    location: String,
+    what: &'static str,
+    records: &mut Vec<(String, T)>,
+    skipped: &mut Vec<Skipped>,
+) {
+    if line.trim().is_empty() {
+        return;
+    }
+    match serde_json::from_str(line) {
+        Ok(value) => take_record(value, location, what, records, skipped),
+        Err(e) => skipped.push(Skipped::invalid(
+            location,
+            None,
+            format!("expected one JSON object per line ({what}): {e}"),
+        )),
+    }
 }
 
 /// Turns one JSON value into a record, or into a [`Skipped`] entry saying what was expected.
@@ -260,9 +295,7 @@ fn take_record<T: serde::de::DeserializeOwned>(
     let id = value.get("instance_id").and_then(|v| v.as_str()).map(str::to_owned);
     match serde_json::from_value::<T>(value) {
         Ok(record) => records.push((location, record)),
-        Err(e) => {
-            skipped.push(Skipped { location, instance_id: id, reason: format!("expected {what}: {e}") })
-        }
+        Err(e) => skipped.push(Skipped::invalid(location, id, format!("expected {what}: {e}"))),
     }
 }
 
@@ -288,8 +321,19 @@ pub fn load_tasks(path: &Path) -> Result<TaskSet, LoadError> {
             return Err(LoadError::EmptyFolder { path: path.to_owned(), what: "task folders" });
         }
         for folder in folders {
+            // One unreadable task.json is that task's problem, not the whole dataset's.
             let (records, skipped) =
-                read_records::<SweTask>(&folder.join(TASK_FILE), "a SWE-bench instance")?;
+                match read_records::<SweTask>(&folder.join(TASK_FILE), "a SWE-bench instance") {
+                    Ok(read) => read,
+                    Err(e) => (
+                        Vec::new(),
+                        vec![Skipped::invalid(
+                            folder.join(TASK_FILE).display().to_string(),
+                            None,
+                            crate::error_chain(&e),
+                        )],
+                    ),
+                };
             set.skipped.extend(skipped);
             let bundle = folder.join(BUNDLE_FILE);
             for (origin, mut task) in records {
@@ -307,21 +351,24 @@ pub fn load_tasks(path: &Path) -> Result<TaskSet, LoadError> {
         }
     }
     let mut seen = HashSet::new();
+    // Log folder name to the instance that has it: two ids must not share one folder.
+    let mut folders: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut kept = Vec::with_capacity(set.tasks.len());
     for task in set.tasks.drain(..) {
+        let skip =
+            |reason: String| Skipped::invalid(task.origin.clone(), Some(task.instance_id.clone()), reason);
         if let Some(reason) = validate_task(&task) {
-            set.skipped.push(Skipped {
-                location: task.origin.clone(),
-                instance_id: Some(task.instance_id.clone()),
-                reason,
-            });
+            set.skipped.push(skip(reason));
         } else if !seen.insert(task.instance_id.clone()) {
-            set.skipped.push(Skipped {
-                location: task.origin.clone(),
-                instance_id: Some(task.instance_id.clone()),
-                reason: "duplicate instance_id (the first one is kept)".into(),
-            });
+            set.skipped.push(skip("duplicate instance_id (the first one is kept)".into()));
+        } else if let Some((other, at)) = folders.get(&safe_name(&task.instance_id)) {
+            set.skipped.push(skip(format!(
+                "field `instance_id`: {:?} and {other:?} ({at}) would share the log folder `{}`",
+                task.instance_id,
+                safe_name(&task.instance_id)
+            )));
         } else {
+            folders.insert(safe_name(&task.instance_id), (task.instance_id.clone(), task.origin.clone()));
             kept.push(task);
         }
     }
@@ -329,12 +376,42 @@ pub fn load_tasks(path: &Path) -> Result<TaskSet, LoadError> {
     Ok(set)
 }
 
+/// The folder name an instance's logs get: its id with every character but letters, digits,
+/// `-`, `_` and `.` replaced by `_` (loading refuses ids that would share one).
+pub fn safe_name(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
+/// A part of `OWNER/NAME` that stays one folder under `--repos`: letters, digits, `-`, `_`,
+/// `.`, not `.` or `..`, not starting with `-` (it also goes into a clone URL).
+fn valid_repo_part(part: &str) -> bool {
+    !part.is_empty()
+        && part != "."
+        && part != ".."
+        && !part.starts_with('-')
+        && part.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 fn validate_task(task: &SweTask) -> Option<String> {
     if task.instance_id.trim().is_empty() {
         return Some("field `instance_id`: expected a non-empty string".into());
     }
-    if task.owner_name().is_none() {
-        return Some(format!("field `repo`: expected OWNER/NAME, found {:?}", task.repo));
+    if matches!(safe_name(&task.instance_id).as_str(), "." | "..") {
+        return Some(format!("field `instance_id`: {:?} cannot name a log folder", task.instance_id));
+    }
+    if let Err(e) = build_inputs::plain_text("instance_id", &task.instance_id) {
+        return Some(e.to_string());
+    }
+    let repo_ok =
+        task.owner_name().is_some_and(|(owner, name)| valid_repo_part(owner) && valid_repo_part(name));
+    if !repo_ok {
+        return Some(format!(
+            "field `repo`: expected OWNER/NAME (letters, digits, `-`, `_`, `.`; not `..`), found {:?}",
+            task.repo
+        ));
+    }
+    if let Some(Err(e)) = task.environment.as_ref().map(build_inputs::environment) {
+        return Some(e.to_string());
     }
     if task.base_commit.len() < 4 || !task.base_commit.chars().all(|c| c.is_ascii_hexdigit()) {
         return Some(format!(
@@ -421,21 +498,21 @@ pub fn load_predictions(source: &PredictionSource, tasks: &[SweTask]) -> Result<
             let mut latest: BTreeMap<String, String> = BTreeMap::new();
             for (location, prediction) in records {
                 if !known.contains(prediction.instance_id.as_str()) {
-                    set.skipped.push(Skipped {
+                    set.skipped.push(Skipped::invalid(
                         location,
-                        instance_id: Some(prediction.instance_id.clone()),
-                        reason: "prediction for an instance that is not in the dataset".into(),
-                    });
+                        Some(prediction.instance_id.clone()),
+                        "prediction for an instance that is not in the dataset".into(),
+                    ));
                 } else {
                     // A file that was appended to (a resumed `swe infer`) ends with the newest.
                     if let Some(earlier_location) =
                         latest.insert(prediction.instance_id.clone(), location.clone())
                     {
-                        set.skipped.push(Skipped {
-                            location: earlier_location,
-                            instance_id: Some(prediction.instance_id.clone()),
-                            reason: format!("superseded by the later prediction at {location}"),
-                        });
+                        set.skipped.push(Skipped::new(
+                            earlier_location,
+                            Some(prediction.instance_id.clone()),
+                            format!("superseded by the later prediction at {location}"),
+                        ));
                     }
                     set.by_instance.insert(prediction.instance_id.clone(), prediction);
                 }

@@ -8,11 +8,16 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::build_inputs;
+
 /// The name the test runner has on the services' network.
 pub const RUNNER_NAME: &str = "tests";
 
 /// Seconds a service may take to become ready unless its `ready.timeout_s` says otherwise.
 pub const DEFAULT_READY_TIMEOUT_S: u64 = 60;
+
+/// Services one task may start: each is a container with the run's memory limit.
+pub const MAX_SERVICES: usize = 16;
 
 /// One service of a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +138,12 @@ fn valid_repo_path(path: &str) -> bool {
 
 /// Checks `services` and `service_checks`; the first problem names its field.
 pub fn validate(services: &[TaskService], checks: &[ServiceCheck]) -> Result<(), FieldError> {
+    if services.len() > MAX_SERVICES {
+        return Err(field_error(
+            "services",
+            format!("{} services; a task may have at most {MAX_SERVICES}", services.len()),
+        ));
+    }
     let mut names = HashSet::new();
     for (i, service) in services.iter().enumerate() {
         let at = |field: &str| format!("services[{i}].{field}");
@@ -163,12 +174,20 @@ pub fn validate(services: &[TaskService], checks: &[ServiceCheck]) -> Result<(),
             return Err(field_error(at("command"), "a built service needs its command (argv)"));
         }
         if let Some(build) = &service.build {
+            build_inputs::plain_list(&at("build.copy"), &build.copy)?;
             if let Some(bad) = build.copy.iter().find(|p| !valid_repo_path(p)) {
                 return Err(field_error(
                     at("build.copy"),
                     format!("expected paths inside the repository, found {bad:?}"),
                 ));
             }
+            build_inputs::plain_list(&at("build.run"), &build.run)?;
+            build_inputs::plain_list(&at("build.pip"), &build.pip)?;
+            build_inputs::apt_packages(&at("build.apt"), &build.apt)?;
+        }
+        build_inputs::variables(&at("env"), &service.env)?;
+        if let Some(image) = &service.image {
+            build_inputs::plain_text(&at("image"), image)?;
         }
         if service.ports.contains(&0) {
             return Err(field_error(at("ports"), "port 0 is not a port"));

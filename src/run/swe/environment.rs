@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use git2::{Repository, Tree};
 
 use crate::grade::runners::{self, RunnerKind};
+use crate::sandbox::layers::workspace_seed_steps;
 use crate::sandbox::{LayerSpec, ParentImage};
 use crate::tasks::{SweTask, TaskEnvironment};
 
@@ -221,16 +222,18 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: Repo
     if !extras.pip.is_empty() {
         steps.push(format!("RUN pip install --no-cache-dir {}", shell_words(&extras.pip)));
     }
-    for command in &extras.install {
-        steps.push(format!("RUN {command}"));
-    }
+    let (install_steps, install_files) = command_steps(&extras.install);
+    steps.extend(install_steps);
     // What was installed is in the build log; the workspace is emptied, since every test run
     // gets the tree under test copied into a fresh one.
     steps.push("RUN pip freeze --all".to_owned());
     steps.push(REMOVE_TRACKED.to_owned());
+    steps.push(workspace_seed_steps());
     steps.push("USER sandbox".to_owned());
     let dockerfile = steps.join("\n") + "\n";
-    Some(LayerSpec::new("env-python", context(dockerfile, repo_tree), ParentImage::Default))
+    let mut files = context(dockerfile, repo_tree);
+    files.extend(install_files);
+    Some(LayerSpec::new("env-python", files, ParentImage::Default))
 }
 
 /// A layer holding the repository at its environment commit with `prepare` run in it (network
@@ -255,14 +258,16 @@ fn repo_layer(
     steps.push("COPY tree-files /tmp/rb-tree-files".to_owned());
     steps.push("WORKDIR /workspace".to_owned());
     steps.extend(prepare.iter().cloned());
-    for command in &extras.install {
-        steps.push(format!("RUN {command}"));
-    }
+    let (install_steps, install_files) = command_steps(&extras.install);
+    steps.extend(install_steps);
     steps.push(REMOVE_TRACKED.to_owned());
+    steps.push(workspace_seed_steps());
     steps.extend(after.iter().cloned());
     steps.push("USER sandbox".to_owned());
     let dockerfile = steps.join("\n") + "\n";
-    LayerSpec::new(name, context(dockerfile, repo_tree), parent)
+    let mut files = context(dockerfile, repo_tree);
+    files.extend(install_files);
+    LayerSpec::new(name, files, parent)
 }
 
 /// The toolchain of the host's `rustc` (rustup's, usually), copied into a layer with a C
@@ -374,6 +379,24 @@ fn context(dockerfile: String, tree: RepoTree) -> crate::sandbox::images::LayerF
     files.push(("tree-files".into(), tree.paths.join("\0").into_bytes()));
     files.push(("tree.tar".into(), tree.tar));
     files
+}
+
+/// A task's own build commands (`environment.install`, a service's `build.run`): each goes
+/// into a file of the build context and runs as `sh -ex FILE` from `/workspace`, so no command
+/// is ever Dockerfile text (the task loader also refuses control characters in them).
+/// Returns the Dockerfile steps and the files.
+pub(super) fn command_steps(commands: &[String]) -> (Vec<String>, crate::sandbox::images::LayerFiles) {
+    if commands.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut steps = vec!["COPY rb-steps/ /tmp/rb-steps/".to_owned()];
+    let mut files = Vec::new();
+    for (i, command) in commands.iter().enumerate() {
+        files.push((format!("rb-steps/{}.sh", i + 1), format!("{command}\n").into_bytes()));
+        steps.push(format!("RUN sh -ex /tmp/rb-steps/{}.sh", i + 1));
+    }
+    steps.push("RUN rm -rf /tmp/rb-steps".to_owned());
+    (steps, files)
 }
 
 /// The start of every layer's build context: its Dockerfile and the host's CA bundle

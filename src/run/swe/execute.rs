@@ -14,6 +14,7 @@ use crate::tasks::ci::CiJob;
 use crate::tasks::services::RUNNER_NAME;
 use crate::tasks::SweTask;
 
+use super::imports::{self, ImportOrder};
 use super::services;
 use super::verdict::{self, RunFacts, Step};
 use super::{InstanceResult, WORKSPACE};
@@ -95,9 +96,8 @@ impl TestPlan<'_> {
         }
     }
 
-    fn task_env(&self) -> Vec<(String, String)> {
-        let task_env = self.task.environment.as_ref().map(|e| &e.env);
-        task_env.map(|e| e.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+    fn task_env_map(&self) -> Option<&std::collections::BTreeMap<String, String>> {
+        self.task.environment.as_ref().map(|e| &e.env)
     }
 
     /// Runs the tests once in a fresh environment holding `tree_tar`, then the selected CI
@@ -118,7 +118,7 @@ impl TestPlan<'_> {
                 self.spec,
                 tree_tar,
                 self.ci_jobs,
-                &self.task_env(),
+                self.task_env_map(),
                 self.timeout,
                 self.log_dir,
             )
@@ -156,7 +156,8 @@ impl TestPlan<'_> {
     ) -> Result<TestRun, sandbox::SandboxError> {
         let specs = services::specs(self.task, tree_tar, &self.spec.limits);
         let group = sandbox
-            .start_services(&specs, services::default_ready_timeout())
+            // No service's declared readiness timeout holds the run past its own deadline.
+            .start_services(&specs, self.timeout)
             .await
             .map_err(|e| sandbox::SandboxError::Services(Box::new(e)))?;
         let tested = self.run_tests(sandbox, tree_tar, Some(&group)).await;
@@ -185,14 +186,17 @@ impl TestPlan<'_> {
         group: Option<&S::Services>,
     ) -> Result<TestRun, sandbox::SandboxError> {
         let command = self.command_shown();
+        let order = ImportOrder::new(WORKSPACE);
+        let (env, pythonpath) = imports::command_env(self.task_env_map(), &order, None);
         let handle = create_env(sandbox, self.spec, group).await?;
         let outcome = async {
             sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
+            sandbox.copy_in(&handle, WORKSPACE, order.files(pythonpath.as_deref())).await?;
             let request = ExecRequest {
                 cmd: vec!["sh".into(), "-c".into(), command.clone()],
                 timeout: self.timeout,
                 workdir: Some(WORKSPACE.into()),
-                env: self.task_env(),
+                env,
             };
             let exec = sandbox.exec(&handle, &request).await?;
             let junit_globs = self.task.environment.as_ref().map(|e| e.junit.clone()).unwrap_or_default();
@@ -225,29 +229,21 @@ impl TestPlan<'_> {
         group: Option<&S::Services>,
     ) -> Result<TestRun, sandbox::SandboxError> {
         let channel = ResultsChannel::new(WORKSPACE);
-        let task_env = self.task.environment.as_ref().map(|e| &e.env);
-        let mut env: Vec<(String, String)> = task_env
-            .map(|e| {
-                e.iter()
-                    .filter(|(k, _)| k.as_str() != "PYTHONPATH")
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let existing_path = task_env.and_then(|e| e.get("PYTHONPATH")).map(String::as_str);
-        let mut channel_env = channel.env(existing_path);
+        let order = ImportOrder::new(WORKSPACE);
+        let (mut env, pythonpath) =
+            imports::command_env(self.task_env_map(), &order, Some(&channel.plugin_path()));
         let command = match self.task.test_command() {
-            Some(cmd) => cmd.to_owned(),
-            None => {
-                // Our own command passes the plugin in argv already.
-                channel_env.retain(|(k, _)| k != "PYTEST_ADDOPTS");
-                pytest_command(self.test_files, &channel)
+            Some(cmd) => {
+                env.push(channel.addopts());
+                cmd.to_owned()
             }
+            // Our own command passes the plugin in argv.
+            None => pytest_command(self.test_files, &channel),
         };
-        env.extend(channel_env);
         let handle = create_env(sandbox, self.spec, group).await?;
         let outcome = async {
             sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
+            sandbox.copy_in(&handle, WORKSPACE, order.files(pythonpath.as_deref())).await?;
             let files = channel.files();
             let entries: Vec<(&str, &[u8], bool)> =
                 files.iter().map(|(path, content)| (path.as_str(), content.as_slice(), false)).collect();

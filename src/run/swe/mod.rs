@@ -10,6 +10,7 @@ pub mod environment;
 mod execute;
 pub mod harvest;
 pub mod html;
+mod imports;
 pub mod prebuild;
 mod prepare;
 pub mod reports;
@@ -177,6 +178,9 @@ pub struct Summary {
     pub verdicts: BTreeMap<String, usize>,
     pub apply_methods: BTreeMap<String, usize>,
     pub skipped: usize,
+    /// Of `skipped`, the records left out because the input was wrong (the run exits non-zero).
+    #[serde(default)]
+    pub invalid_input: usize,
     pub flaky_tests: usize,
 }
 
@@ -185,17 +189,22 @@ impl GradeReport {
     pub fn from_run(run: &RunRecords<InstanceResult>) -> Self {
         let mut skipped = run.skipped.clone();
         for result in run.records.values().filter(|r| r.verdict == Verdict::Error) {
-            skipped.push(Skipped {
-                location: result.instance_id.clone(),
-                instance_id: Some(result.instance_id.clone()),
-                reason: result.detail.clone().unwrap_or_else(|| "error".into()),
-            });
+            skipped.push(Skipped::new(
+                result.instance_id.clone(),
+                Some(result.instance_id.clone()),
+                result.detail.clone().unwrap_or_else(|| "error".into()),
+            ));
         }
         Self::new(run.records.values().cloned().collect(), skipped)
     }
 
     pub fn new(instances: Vec<InstanceResult>, skipped: Vec<Skipped>) -> Self {
-        let mut summary = Summary { total: instances.len(), skipped: skipped.len(), ..Summary::default() };
+        let mut summary = Summary {
+            total: instances.len(),
+            skipped: skipped.len(),
+            invalid_input: skipped.iter().filter(|s| s.invalid_input).count(),
+            ..Summary::default()
+        };
         for verdict in Verdict::ALL {
             summary.verdicts.insert(verdict.as_str().into(), 0);
         }
@@ -250,10 +259,7 @@ impl StoredRecord for InstanceResult {
     }
 }
 
-/// File-system-safe form of an instance id for log folders.
-pub fn safe_name(id: &str) -> String {
-    id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
-}
+pub use crate::tasks::safe_name;
 
 fn sha256_file(path: &Path) -> Option<String> {
     std::fs::read(path).ok().map(|b| hex::encode(Sha256::digest(&b)))
@@ -284,11 +290,11 @@ pub async fn grade<S: Sandbox + 'static>(
     for task in &task_set.tasks {
         match prediction_set.by_instance.get(&task.instance_id) {
             Some(prediction) => work.push((task.clone(), prediction.clone())),
-            None => skipped.push(Skipped {
-                location: task.origin.clone(),
-                instance_id: Some(task.instance_id.clone()),
-                reason: "no prediction for this instance".into(),
-            }),
+            None => skipped.push(Skipped::new(
+                task.origin.clone(),
+                Some(task.instance_id.clone()),
+                "no prediction for this instance".into(),
+            )),
         }
     }
 
@@ -485,18 +491,37 @@ async fn grade_instance<S: Sandbox + 'static>(
         return finish(result, started);
     }
 
+    let ci_jobs = {
+        let (locator, task) = (locator.clone(), task.clone());
+        tokio::task::spawn_blocking(move || prepare::ci_jobs(&locator, &task)).await
+    };
+    let ci_jobs = match ci_jobs {
+        Ok(Ok(jobs)) => jobs,
+        Ok(Err(why)) => {
+            result.detail = Some(format!("CI jobs: {why}"));
+            return finish(result, started);
+        }
+        Err(e) => {
+            result.detail = Some(format!("internal error while reading CI jobs: {e}"));
+            return finish(result, started);
+        }
+    };
+    // A prediction may not add a module that runs in place of a tool a CI job runs.
+    let tools: std::collections::BTreeSet<String> =
+        ci_jobs.iter().flat_map(|job| job.tool_modules()).collect();
     let prepared = {
         let (locator, task, patch_text) = (locator.clone(), task.clone(), prediction.patch().to_owned());
         let patch = (!unpatched).then_some(patch_text);
-        tokio::task::spawn_blocking(move || prepare::prepare(&locator, &task, patch.as_deref())).await
+        tokio::task::spawn_blocking(move || prepare::prepare(&locator, &task, patch.as_deref(), &tools)).await
     };
     result.timings.prepare_s = started.elapsed().as_secs_f64();
     let prepared = match prepared {
         Ok(Ok(prepared)) => prepared,
-        Ok(Err(prepare::PrepareError::Apply { why, refused })) => {
+        Ok(Err(prepare::PrepareError::Apply { why, reason, tampering })) => {
             let _ = std::fs::write(log_dir.join("apply.log"), &why);
             result.verdict = Verdict::PatchApplyFailed;
-            result.reason = refused.then(|| "unsafe_path".to_owned());
+            result.reason = reason.map(str::to_owned);
+            result.tampering = tampering;
             result.detail = Some(why);
             result.tests_status =
                 grade::tests_status(&task.fail_to_pass, &task.pass_to_pass, &StatusMap::new());
@@ -539,21 +564,6 @@ async fn grade_instance<S: Sandbox + 'static>(
         env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
         user: Default::default(),
     };
-    let ci_jobs = {
-        let (locator, task) = (locator.clone(), task.clone());
-        tokio::task::spawn_blocking(move || prepare::ci_jobs(&locator, &task)).await
-    };
-    let ci_jobs = match ci_jobs {
-        Ok(Ok(jobs)) => jobs,
-        Ok(Err(why)) => {
-            result.detail = Some(format!("CI jobs: {why}"));
-            return finish(result, started);
-        }
-        Err(e) => {
-            result.detail = Some(format!("internal error while reading CI jobs: {e}"));
-            return finish(result, started);
-        }
-    };
     // pytest runs the files test_patch touches and those the graded test ids name.
     let test_files: Vec<String> = prepare::task_test_files(&task)
         .into_iter()
@@ -574,7 +584,7 @@ async fn grade_instance<S: Sandbox + 'static>(
     result.timings.tests_s = tests_started.elapsed().as_secs_f64();
     let base_tar = {
         let (locator, task) = (locator.clone(), task.clone());
-        move || prepare::prepare(&locator, &task, None).ok().map(|p| p.tar)
+        move || prepare::prepare(&locator, &task, None, &Default::default()).ok().map(|p| p.tar)
     };
     let context = execute::Evaluation {
         sandbox: &*sandbox,

@@ -17,8 +17,10 @@ pub struct Prepared {
 }
 
 pub enum PrepareError {
-    /// The prediction does not apply (`refused`: it names a path it may not touch).
-    Apply { why: String, refused: bool },
+    /// The prediction does not apply, or is refused (`reason`: `unsafe_path` when it names a
+    /// path it may not touch, `shadows_module` when it adds a module that would run in place
+    /// of the standard library's or a tool's, each listed in `tampering`).
+    Apply { why: String, reason: Option<&'static str>, tampering: Vec<Tampering> },
     /// The task (repository, commit, test_patch) is broken.
     Task(String),
 }
@@ -39,10 +41,12 @@ pub fn task_test_files(task: &SweTask) -> BTreeSet<String> {
 }
 
 /// Builds the tree to test. `prediction_patch` of `None` is the base with test_patch only.
+/// `tools`: the Python modules the task's CI jobs run, which the prediction may not shadow.
 pub fn prepare(
     locator: &RepoLocator,
     task: &SweTask,
     prediction_patch: Option<&str>,
+    tools: &BTreeSet<String>,
 ) -> Result<Prepared, PrepareError> {
     let source = locator.locate(task).map_err(|e| PrepareError::Task(crate::error_chain(&e)))?;
     let task_err = |what: &str, e: git2::Error| PrepareError::Task(format!("{what}: {}", e.message()));
@@ -57,10 +61,23 @@ pub fn prepare(
     if let Some(patch_text) = prediction_patch {
         let applied = patch::apply(&repo, &base, patch_text).map_err(|e| PrepareError::Apply {
             why: crate::error_chain(&e),
-            refused: matches!(e, patch::PatchError::Unsafe(_)),
+            reason: matches!(e, patch::PatchError::Unsafe(_)).then_some("unsafe_path"),
+            tampering: Vec::new(),
         })?;
         apply_log.extend(applied.log.iter().cloned());
         apply_method = Some(applied.method);
+        let shadowing = patch::protect::shadowing_modules(&base, &applied.changes, tools);
+        if !shadowing.is_empty() {
+            let named: Vec<String> = shadowing.iter().map(|t| format!("{} ({})", t.path, t.rule)).collect();
+            return Err(PrepareError::Apply {
+                why: format!(
+                    "the patch adds modules at the repository's root that would shadow others: {}",
+                    named.join(", ")
+                ),
+                reason: Some("shadows_module"),
+                tampering: shadowing,
+            });
+        }
         // The tests decide the grade, so the prediction's edits to them are undone.
         let (reverted, put_back) = patch::protect::revert_protected(
             &repo,

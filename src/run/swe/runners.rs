@@ -16,6 +16,7 @@ use crate::grade::{StatusMap, TestStatus};
 use crate::sandbox::{self, EnvSpec, ExecRequest, ExecResult, Sandbox};
 use crate::tasks::ci::CiJob;
 
+use super::imports::{self, ImportOrder};
 use super::WORKSPACE;
 
 /// Marks where one test file's TAP starts in the output of the Node command.
@@ -155,21 +156,21 @@ fn job_script(job: &CiJob) -> String {
     script
 }
 
-/// Runs `jobs` (in the order given: stage order) in one fresh environment holding
-/// `tree_tar`, with no network. Each job's log goes to `log_dir/ci/JOB.log`.
+/// Runs `jobs` in the order given (stage order), each in a fresh environment of its own holding
+/// `tree_tar`, with no network, so nothing one job leaves (a file, a background process) is
+/// there for the next. Each job's log goes to `log_dir/ci/JOB.log`.
 pub async fn run_ci_jobs<S: Sandbox>(
     sandbox: &S,
     spec: &EnvSpec,
     tree_tar: &[u8],
     jobs: &[CiJob],
-    env: &[(String, String)],
+    task_env: Option<&std::collections::BTreeMap<String, String>>,
     timeout: Duration,
     log_dir: &Path,
 ) -> Result<Vec<CiOutcome>, sandbox::SandboxError> {
     let ci_logs = log_dir.join("ci");
     let _ = std::fs::create_dir_all(&ci_logs);
     let mut outcomes = Vec::new();
-    let runnable: Vec<&CiJob> = jobs.iter().filter(|j| j.unsupported.is_none()).collect();
     for job in jobs.iter().filter(|j| j.unsupported.is_some()) {
         let why = job.unsupported.clone().unwrap_or_default();
         let _ = std::fs::write(
@@ -182,49 +183,55 @@ pub async fn run_ci_jobs<S: Sandbox>(
             detail: format!("skipped_by_sandbox: {why}"),
         });
     }
-    if runnable.is_empty() {
-        return Ok(outcomes);
+    for job in jobs.iter().filter(|j| j.unsupported.is_none()) {
+        let exec = run_ci_job(sandbox, spec, tree_tar, job, task_env, timeout).await?;
+        let _ = std::fs::write(
+            ci_logs.join(format!("{}.log", safe(&job.name))),
+            format!(
+                "$ {}\n{}\n{}\n[{}]\n",
+                job.commands.join("\n$ "),
+                exec.stdout,
+                exec.stderr,
+                exec.verdict
+            ),
+        );
+        let status =
+            if exec.verdict == sandbox::Verdict::Exit(0) { TestStatus::Passed } else { TestStatus::Failed };
+        outcomes.push(CiOutcome { job: job.name.clone(), status, detail: exec.verdict.to_string() });
     }
+    Ok(outcomes)
+}
+
+/// One CI job in a fresh environment, removed afterwards whatever happened.
+async fn run_ci_job<S: Sandbox>(
+    sandbox: &S,
+    spec: &EnvSpec,
+    tree_tar: &[u8],
+    job: &CiJob,
+    task_env: Option<&std::collections::BTreeMap<String, String>>,
+    timeout: Duration,
+) -> Result<ExecResult, sandbox::SandboxError> {
+    let order = ImportOrder::new(WORKSPACE);
+    let (mut env, pythonpath) = imports::command_env(task_env, &order, None);
+    env.push(("CI".into(), "true".into()));
+    env.push(("CI_JOB_NAME".into(), job.name.clone()));
     let handle = sandbox.create(spec).await?;
     let ran = async {
         sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
-        let mut ran = Vec::new();
-        for job in runnable {
-            let mut job_env: Vec<(String, String)> = env.to_vec();
-            job_env.push(("CI".into(), "true".into()));
-            job_env.push(("CI_JOB_NAME".into(), job.name.clone()));
-            let request = ExecRequest {
-                cmd: vec!["sh".into(), "-c".into(), job_script(job)],
-                timeout,
-                workdir: Some(WORKSPACE.into()),
-                env: job_env,
-            };
-            let exec = sandbox.exec(&handle, &request).await?;
-            let _ = std::fs::write(
-                ci_logs.join(format!("{}.log", safe(&job.name))),
-                format!(
-                    "$ {}\n{}\n{}\n[{}]\n",
-                    job.commands.join("\n$ "),
-                    exec.stdout,
-                    exec.stderr,
-                    exec.verdict
-                ),
-            );
-            let status = if exec.verdict == sandbox::Verdict::Exit(0) {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            ran.push(CiOutcome { job: job.name.clone(), status, detail: exec.verdict.to_string() });
-        }
-        Ok::<_, sandbox::SandboxError>(ran)
+        sandbox.copy_in(&handle, WORKSPACE, order.files(pythonpath.as_deref())).await?;
+        let request = ExecRequest {
+            cmd: vec!["sh".into(), "-c".into(), job_script(job)],
+            timeout,
+            workdir: Some(WORKSPACE.into()),
+            env,
+        };
+        sandbox.exec(&handle, &request).await
     }
     .await;
     if let Err(e) = sandbox.destroy(handle).await {
         tracing::warn!("removing a CI environment failed: {e}");
     }
-    outcomes.extend(ran?);
-    Ok(outcomes)
+    ran
 }
 
 fn safe(name: &str) -> String {

@@ -14,7 +14,7 @@ use crate::sandbox::{ExecRequest, LayerSpec, Limits, ParentImage, Sandbox};
 use crate::tasks::services::{ReadyCheck, TaskService, DEFAULT_READY_TIMEOUT_S};
 use crate::tasks::{RepoLocator, SweTask};
 
-use super::environment::{apt_step, context_files, shell_words, HOST_CA_STEPS, SYSTEM_PATH};
+use super::environment::{apt_step, command_steps, context_files, shell_words, HOST_CA_STEPS, SYSTEM_PATH};
 
 /// Where a service's pip packages go (a venv that also sees Debian's Python packages).
 const SERVICE_VENV: &str = "/opt/service-venv";
@@ -81,11 +81,14 @@ fn service_layer(
         steps.push("COPY repo/ /workspace/".to_owned());
     }
     steps.push("WORKDIR /workspace".to_owned());
-    steps.extend(build.run.iter().map(|command| format!("RUN {command}")));
+    let (run_steps, run_files) = command_steps(&build.run);
+    steps.extend(run_steps);
     steps.push("RUN chown -R sandbox:sandbox /workspace".to_owned());
+    steps.push(crate::sandbox::layers::workspace_seed_steps());
     steps.push("USER sandbox".to_owned());
     let mut context = context_files(steps.join("\n") + "\n");
     context.extend(files);
+    context.extend(run_files);
     Ok(Some(LayerSpec::new("service", context, ParentImage::Default)))
 }
 
@@ -226,11 +229,6 @@ pub fn specs(task: &SweTask, tree_tar: &[u8], limits: &Limits) -> Vec<ServiceSpe
             spec
         })
         .collect()
-}
-
-/// The readiness timeout of a group whose services give none.
-pub fn default_ready_timeout() -> Duration {
-    Duration::from_secs(DEFAULT_READY_TIMEOUT_S)
 }
 
 /// Runs the command checks inside their services (the group still up); log checks are
@@ -392,6 +390,31 @@ mod tests {
         assert_eq!(api.files_in.as_deref(), Some(b"TAR".as_slice()));
         assert_eq!(api.depends_on, ["db"]);
         assert!(api.env.contains(&("MODE".into(), "test".into())));
+    }
+
+    #[test]
+    fn build_commands_reach_the_build_as_files_never_as_dockerfile_text() {
+        // The loader refuses control characters; even one that got past it stays a command.
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let tree = repo.find_tree(repo.treebuilder(None).unwrap().write().unwrap()).unwrap();
+        let injected = "true\nADD http://127.0.0.1:9/secret /workspace/secret\nFROM evil";
+        let service: TaskService = serde_json::from_value(serde_json::json!({
+            "name": "db", "command": ["db"], "build": {"run": ["make db", injected], "apt": ["postgresql"]}
+        }))
+        .unwrap();
+        let layer = service_layer(&repo, &tree, &service).unwrap().unwrap();
+        let file = |name: &str| {
+            let (_, content) =
+                layer.files.iter().find(|(path, _)| path == name).unwrap_or_else(|| panic!("{name}"));
+            String::from_utf8(content.clone()).unwrap()
+        };
+        let dockerfile = file("Dockerfile");
+        assert!(!dockerfile.contains("http://") && !dockerfile.contains("evil"), "{dockerfile}");
+        assert_eq!(dockerfile.lines().filter(|l| l.starts_with("FROM ")).count(), 1, "{dockerfile}");
+        assert!(dockerfile.contains("RUN sh -ex /tmp/rb-steps/2.sh"), "{dockerfile}");
+        assert_eq!(file("rb-steps/1.sh"), "make db\n");
+        assert_eq!(file("rb-steps/2.sh"), format!("{injected}\n"));
     }
 
     #[test]

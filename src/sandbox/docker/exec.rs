@@ -8,12 +8,19 @@ use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use super::super::output::{CappedOutput, OutputSink};
 use super::super::services::{ServiceError, ServiceGroup, ServiceSpec, ServiceState};
 use super::super::{EnvSpec, ExecRequest, ExecResult, Sandbox, SandboxError, SandboxUser, Verdict};
+use super::policy::Workspace;
 use super::{backend, drain, is_status, DockerSandbox};
+use crate::sandbox::layers::WORKSPACE_SEED;
 
-/// A created container. It starts on its first exec; a timed-out exec kills it.
+/// Deadline of copying an image's prepared workspace into a fresh one.
+const SEED_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A created container. It starts on its first copy in or exec (its memory-backed workspace
+/// holds data only while it runs); a timed-out exec kills it.
 #[derive(Debug)]
 pub struct DockerEnv {
     pub id: String,
+    image: String,
     workdir: String,
     user: SandboxUser,
     output_cap: usize,
@@ -26,6 +33,7 @@ impl DockerEnv {
     pub(crate) fn new(id: String, spec: &EnvSpec, started: bool) -> Self {
         Self {
             id,
+            image: spec.image.clone(),
             workdir: spec.workdir.clone(),
             user: spec.user,
             output_cap: spec.limits.output_cap_bytes,
@@ -46,7 +54,7 @@ impl DockerSandbox {
         // The main process only keeps the container alive, and only for the run's lifetime: if
         // we die without removing it, it stops by itself (commands run as execs).
         let lifetime = format!("{}", self.env_lifetime.as_secs().max(1));
-        let config = self.container_config(spec, vec!["sleep".into(), lifetime], network);
+        let config = self.container_config(spec, vec!["sleep".into(), lifetime], network, Workspace::Memory);
         let id = self.create_container(config, "env").await?;
         Ok(DockerEnv::new(id, spec, false))
     }
@@ -138,7 +146,43 @@ impl DockerSandbox {
             Err(e) => return Err(backend("start container")(e)),
         }
         env.started.store(true, Ordering::SeqCst);
+        if self.has_workspace_seed(&env.image).await? {
+            self.seed_workspace(env).await?;
+        }
         Ok(())
+    }
+
+    /// Copies the image's prepared workspace ([`WORKSPACE_SEED`]) into the fresh one, as the
+    /// sandbox user.
+    async fn seed_workspace(&self, env: &DockerEnv) -> Result<(), SandboxError> {
+        let options = CreateExecOptions {
+            cmd: Some(vec![
+                "cp".to_string(),
+                "-a".into(),
+                format!("{WORKSPACE_SEED}/."),
+                format!("{}/", env.workdir),
+            ]),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            user: Some(super::SANDBOX_USER.to_string()),
+            ..Default::default()
+        };
+        let copy = async {
+            let exec = self.docker.create_exec(&env.id, options).await?;
+            if let StartExecResults::Attached { output, .. } = self.docker.start_exec(&exec.id, None).await? {
+                let mut out = CappedOutput::new(64 << 10);
+                let mut err = CappedOutput::new(64 << 10);
+                drain(output, &mut out, &mut err, None).await;
+                let code = self.docker.inspect_exec(&exec.id).await?.exit_code;
+                return Ok::<_, bollard::errors::Error>((code, err.into_string()));
+            }
+            Ok((None, String::new()))
+        };
+        match self.raw_call_within("seed workspace", SEED_TIMEOUT, copy).await? {
+            Ok((Some(0), _)) => Ok(()),
+            Ok((code, stderr)) => Err(SandboxError::Seed(format!("cp exited {code:?}: {}", stderr.trim()))),
+            Err(e) => Err(backend("seed workspace")(e)),
+        }
     }
 
     /// Whether the kernel OOM-killed a process in the container since we last looked. An exec
@@ -190,6 +234,8 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn copy_in(&self, env: &DockerEnv, dest: &str, tar: Vec<u8>) -> Result<(), SandboxError> {
+        // The workspace holds data only while the container runs.
+        self.ensure_started(env).await?;
         self.upload(&env.id, dest, tar).await
     }
 

@@ -51,7 +51,9 @@ impl DockerSandbox {
         sink: Option<OutputSink>,
         network: Option<(&str, Vec<String>)>,
     ) -> Result<JobOutput, SandboxError> {
-        let config = self.container_config(spec, with_own_deadline(job), network);
+        // Files go in before the start and come out after the exit: a disk-backed workspace.
+        let config =
+            self.container_config(spec, with_own_deadline(job), network, super::policy::Workspace::Disk);
         let id = self.create_container(config, "job").await?;
         let outcome = self.run_job_in(&id, spec, job, sink).await;
         let removed = self.remove_container(&id).await;

@@ -61,6 +61,8 @@ pub struct DockerSandbox {
     stopping: Arc<AtomicBool>,
     /// Container creations under way, waited for before a stopping run removes what it made.
     creating: Arc<AtomicUsize>,
+    /// Image to whether it carries a workspace seed ([`Self::has_workspace_seed`]).
+    seeded: Arc<std::sync::Mutex<HashMap<String, bool>>>,
 }
 
 impl DockerSandbox {
@@ -90,6 +92,7 @@ impl DockerSandbox {
             env_lifetime: DEFAULT_ENV_LIFETIME,
             stopping: Default::default(),
             creating: Default::default(),
+            seeded: Default::default(),
         };
         let reaped = sandbox.reap_leftovers().await?;
         sandbox.reaped_at_connect = reaped.clone();
@@ -211,8 +214,27 @@ impl DockerSandbox {
         spec: &EnvSpec,
         cmd: Vec<String>,
         network: Option<(&str, Vec<String>)>,
+        workspace: policy::Workspace,
     ) -> ContainerCreateBody {
-        policy::container_config(spec, cmd, self.labels(), network)
+        policy::container_config(spec, cmd, self.labels(), network, workspace)
+    }
+
+    /// Whether `image` carries a prepared workspace to copy into a fresh one (its
+    /// [`crate::sandbox::layers::WORKSPACE_SEED_LABEL`]); asked of the engine once per image.
+    pub(crate) async fn has_workspace_seed(&self, image: &str) -> Result<bool, SandboxError> {
+        if let Some(known) = self.seeded.lock().unwrap_or_else(|e| e.into_inner()).get(image) {
+            return Ok(*known);
+        }
+        let inspect = self.docker.inspect_image(image);
+        let seeded = match self.raw_call("inspect image", inspect).await? {
+            Ok(found) => found
+                .config
+                .and_then(|c| c.labels)
+                .is_some_and(|labels| labels.contains_key(super::layers::WORKSPACE_SEED_LABEL)),
+            Err(_) => return Err(SandboxError::ImageNotFound(image.to_owned())),
+        };
+        self.seeded.lock().unwrap_or_else(|e| e.into_inner()).insert(image.to_owned(), seeded);
+        Ok(seeded)
     }
 
     pub(crate) async fn create_container(
@@ -242,7 +264,7 @@ impl DockerSandbox {
         }
     }
 
-    async fn upload(&self, id: &str, dest: &str, tar: Vec<u8>) -> Result<(), SandboxError> {
+    pub(crate) async fn upload(&self, id: &str, dest: &str, tar: Vec<u8>) -> Result<(), SandboxError> {
         let options = UploadToContainerOptionsBuilder::default().path(dest).build();
         let upload = self.docker.upload_to_container(id, Some(options), bollard::body_full(tar.into()));
         self.raw_call_within("copy in", COPY_TIMEOUT, upload).await?.map_err(backend("copy in"))

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, HostConfigLogConfig, Mount, MountType,
-    MountVolumeOptions, NetworkingConfig,
+    MountVolumeOptions, MountVolumeOptionsDriverConfig, NetworkingConfig,
 };
 
 use super::super::{EnvSpec, SandboxUser};
@@ -17,6 +17,20 @@ const TMP_SIZE: &str = "64m";
 
 /// Size of each data directory a service gets (memory-backed, charged to its memory limit).
 const DATA_DIR_SIZE: &str = "256m";
+
+/// Where a container's workspace lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workspace {
+    /// A memory-backed volume of `Limits::workspace_bytes`, owned by the sandbox user: nothing
+    /// written there reaches the host's disk, and a write past the cap fails with "no space
+    /// left". It holds data only while the container runs, so files go in after the start and
+    /// an image's prepared workspace is copied in from its seed (see
+    /// [`crate::sandbox::layers::WORKSPACE_SEED`]). Environments and services.
+    Memory,
+    /// A disk-backed volume seeded from the image, readable before the start and after the
+    /// exit: one-shot jobs (`sandbox run`), whose files go in first and come out last.
+    Disk,
+}
 
 /// Adds writable data directories to a service's configuration: private tmpfs mounts owned by
 /// the container's user, so a database can write its files while the root stays read-only.
@@ -44,6 +58,7 @@ pub fn container_config(
     cmd: Vec<String>,
     labels: HashMap<String, String>,
     network: Option<(&str, Vec<String>)>,
+    workspace: Workspace,
 ) -> ContainerCreateBody {
     let limits = &spec.limits;
     let mut env = vec!["HOME=/tmp".to_string()];
@@ -95,13 +110,12 @@ pub fn container_config(
                 "/tmp".to_string(),
                 format!("rw,nosuid,nodev,exec,size={TMP_SIZE},mode=1777"),
             )])),
-            // The workspace is a container-private anonymous volume: writable, seeded from
-            // the image (owner included), removed with the container, and reachable by the
-            // archive API even before start or after exit, unlike a tmpfs.
+            // The workspace is a container-private anonymous volume, removed with the container
+            // and reachable by the archive API (a plain tmpfs mount is not).
             mounts: Some(vec![Mount {
                 target: Some(spec.workdir.clone()),
                 typ: Some(MountType::VOLUME),
-                volume_options: Some(MountVolumeOptions { labels: Some(labels), ..Default::default() }),
+                volume_options: Some(workspace_volume(workspace, limits.workspace_bytes, labels)),
                 ..Default::default()
             }]),
             // Output is read from the attach stream with a cap; the engine keeps no log
@@ -113,6 +127,24 @@ pub fn container_config(
     }
 }
 
+/// The workspace volume's options: the local driver mounting a tmpfs of `bytes` owned by the
+/// sandbox user for [`Workspace::Memory`], a plain (disk) volume otherwise.
+fn workspace_volume(workspace: Workspace, bytes: u64, labels: HashMap<String, String>) -> MountVolumeOptions {
+    let driver_config = (workspace == Workspace::Memory).then(|| {
+        let (uid, gid) = SANDBOX_USER.split_once(':').unwrap_or((SANDBOX_USER, SANDBOX_USER));
+        let options = format!("size={bytes},uid={uid},gid={gid},mode=0755,nosuid,nodev");
+        MountVolumeOptionsDriverConfig {
+            name: Some("local".to_string()),
+            options: Some(HashMap::from([
+                ("type".to_string(), "tmpfs".to_string()),
+                ("device".to_string(), "tmpfs".to_string()),
+                ("o".to_string(), options),
+            ])),
+        }
+    });
+    MountVolumeOptions { labels: Some(labels), driver_config, ..Default::default() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,7 +152,8 @@ mod tests {
     #[test]
     fn data_dirs_are_private_tmpfs_owned_by_the_user_and_hold_no_executables() {
         let spec = EnvSpec::new("img");
-        let mut config = container_config(&spec, vec!["true".into()], HashMap::new(), None);
+        let mut config =
+            container_config(&spec, vec!["true".into()], HashMap::new(), None, Workspace::Memory);
         add_data_dirs(&mut config, &["/var/lib/db".to_string()]);
         let host = config.host_config.unwrap();
         let tmpfs = host.tmpfs.unwrap();

@@ -2,7 +2,7 @@
 //! service starts as soon as everything it depends on is ready, so independent services start
 //! and warm up side by side.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,11 +12,18 @@ use bollard::query_parameters::AttachContainerOptionsBuilder;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 
+use super::super::archive::{self, Entry};
 use super::super::docker::{policy, DockerEnv, DockerSandbox, Job, JobOutput};
+use super::super::layers::WORKSPACE_SEED;
 use super::super::output::{CappedOutput, OutputSink};
 use super::super::{EnvSpec, ExecRequest, ExecResult, Sandbox, SandboxError, Verdict};
 use super::{start_order, ServiceError, ServiceSpec, ServiceState};
 
+/// Written into a service's workspace after its files, which its command waits for.
+const FILES_IN_MARKER: &str = ".rb-files-in";
+
+/// The bridge driver's option that leaves the bridge without an IPv4 address on the host.
+const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4";
 /// Lines of a service's log an error shows.
 const LOG_TAIL_LINES: usize = 20;
 /// Seconds one readiness check may take.
@@ -52,8 +59,10 @@ pub fn tail(text: &str, lines: usize) -> String {
 
 impl ServiceGroup {
     /// Creates the network, then starts the services, each once its dependencies are ready,
-    /// waiting for each one's readiness command (its own timeout, else `ready_timeout`). On
-    /// failure everything made so far is removed and the first failure returned.
+    /// waiting for each one's readiness command (its own timeout, else `ready_timeout`). The
+    /// whole group gets `ready_timeout` from its start, whatever the services' own timeouts
+    /// say, so no declared timeout can hold a run longer. On failure everything made so far is
+    /// removed and the first failure returned.
     pub async fn start(
         sandbox: &DockerSandbox,
         services: &[ServiceSpec],
@@ -64,8 +73,13 @@ impl ServiceGroup {
         let request = NetworkCreateRequest {
             name: network.clone(),
             driver: Some("bridge".into()),
-            // No gateway out: services and the tests reach each other and nothing else.
+            // `internal` drops forwarding out of the bridge, but Docker still gives the bridge an
+            // address on the host and the containers a default route to it, so the host itself
+            // (every address it has, not only the gateway) stays reachable. With no address on
+            // the bridge the host is not on this network at all: the containers reach each
+            // other and nothing else.
             internal: Some(true),
+            options: Some(HashMap::from([(INHIBIT_IPV4.to_owned(), "true".to_owned())])),
             labels: Some(sandbox.labels()),
             ..Default::default()
         };
@@ -144,8 +158,12 @@ impl ServiceGroup {
             user: Default::default(),
         };
         let cmd = self.main_command(service).await.map_err(wrap)?;
-        let mut config =
-            self.sandbox.container_config(&spec, cmd, Some((&self.network, vec![service.name.clone()])));
+        let mut config = self.sandbox.container_config(
+            &spec,
+            cmd,
+            Some((&self.network, vec![service.name.clone()])),
+            policy::Workspace::Memory,
+        );
         policy::add_data_dirs(&mut config, &service.data_dirs);
         let id =
             self.sandbox.create_container(config, &format!("svc-{}-", service.name)).await.map_err(wrap)?;
@@ -162,10 +180,6 @@ impl ServiceGroup {
             });
             containers.len() - 1
         };
-        let env = DockerEnv::new(id.clone(), &spec, false);
-        if let Some(tar) = &service.files_in {
-            self.sandbox.copy_in(&env, &spec.workdir, tar.clone()).await.map_err(wrap)?;
-        }
         // Attached before the start, so the log has the service's first line too.
         let options = AttachContainerOptionsBuilder::default().stream(true).stdout(true).stderr(true).build();
         let attached =
@@ -182,8 +196,18 @@ impl ServiceGroup {
             .call("start service", self.sandbox.docker().start_container(&id, None))
             .await
             .map_err(wrap)?;
+        // The memory-backed workspace exists from the start on: the service's command waits
+        // (see `main_command`) until its files are in, the marker last.
+        if let Some(tar) = &service.files_in {
+            self.sandbox.upload(&id, &spec.workdir, tar.clone()).await.map_err(wrap)?;
+            let marker = Entry { path: FILES_IN_MARKER, mode: 0o644, contents: Some(&[]) };
+            let marker =
+                archive::tar_entries(&[marker], archive::Owner::Sandbox).expect("archiving in memory");
+            self.sandbox.upload(&id, &spec.workdir, marker).await.map_err(wrap)?;
+        }
         let env = DockerEnv::new(id.clone(), &spec, true);
-        let timeout = service.ready_timeout.unwrap_or(default_timeout);
+        let left = default_timeout.saturating_sub(self.started_at.elapsed());
+        let timeout = service.ready_timeout.unwrap_or(default_timeout).min(left);
         self.wait_ready(service, &env, &log, timeout, abort).await?;
         let ready_after_s = self.started_at.elapsed().as_secs_f64();
         tracing::debug!("service `{}` ready after {ready_after_s:.2} s", service.name);
@@ -192,7 +216,9 @@ impl ServiceGroup {
     }
 
     /// The service's command (the image's own when it gives none) under coreutils' `timeout`,
-    /// so a service outlives a killed run by at most the sandbox's environment lifetime.
+    /// so a service outlives a killed run by at most the sandbox's environment lifetime. When
+    /// the image has a prepared workspace or the service gets files, a shell first copies the
+    /// seed into the fresh workspace and waits for the files' marker.
     async fn main_command(&self, service: &ServiceSpec) -> Result<Vec<String>, SandboxError> {
         let mut cmd = service.cmd.clone();
         if cmd.is_empty() {
@@ -207,6 +233,20 @@ impl ServiceGroup {
         }
         let lifetime = self.sandbox.env_lifetime().as_secs().max(1).to_string();
         let mut wrapped = vec!["timeout".to_string(), "-s".into(), "KILL".into(), lifetime];
+        let seeded = self.sandbox.has_workspace_seed(&service.image).await?;
+        if seeded || service.files_in.is_some() {
+            let mut script = String::new();
+            if seeded {
+                script.push_str(&format!("cp -a {WORKSPACE_SEED}/. /workspace/ || exit 125\n"));
+            }
+            if service.files_in.is_some() {
+                script.push_str(&format!(
+                    "while [ ! -e /workspace/{FILES_IN_MARKER} ]; do sleep 0.05; done\nrm -f /workspace/{FILES_IN_MARKER}\n"
+                ));
+            }
+            script.push_str("exec \"$@\"\n");
+            wrapped.extend(["sh".to_string(), "-c".into(), script, "sh".into()]);
+        }
         wrapped.extend(cmd);
         Ok(wrapped)
     }

@@ -329,7 +329,7 @@ async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) ->
         let prepared = {
             let (locator, task, patch) = (locator.clone(), task.clone(), patch.clone());
             tokio::task::spawn_blocking(move || {
-                prepare::prepare(&locator, &task, with_fix.then_some(patch.as_str()))
+                prepare::prepare(&locator, &task, with_fix.then_some(patch.as_str()), &Default::default())
             })
             .await
         };
