@@ -158,7 +158,11 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 summary.kept,
                 summary.empty_patches
             );
-            Ok(super::EXIT_OK)
+            for skip in &summary.skipped {
+                println!("  skipped {}: {}", skip.location, skip.reason);
+            }
+            let invalid = summary.skipped.iter().any(|s| s.invalid_input);
+            Ok(if invalid { super::EXIT_INVALID_INPUT } else { super::EXIT_OK })
         }
         SweCommand::Validate(args) => {
             let plan = grade_plan(&args.data, PredictionSource::Gold, &args.options, &args.out)?;
@@ -176,7 +180,20 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 report.invalid,
                 args.out.join("validation.json").display()
             );
-            Ok(if report.invalid > 0 { super::EXIT_INFRASTRUCTURE } else { super::EXIT_OK })
+            if report.invalid_input > 0 {
+                println!(
+                    "{} dataset records skipped as invalid (see {})",
+                    report.invalid_input,
+                    args.out.join("gold/report.json").display()
+                );
+            }
+            Ok(if report.invalid > 0 {
+                super::EXIT_INFRASTRUCTURE
+            } else if report.invalid_input > 0 {
+                super::EXIT_INVALID_INPUT
+            } else {
+                super::EXIT_OK
+            })
         }
         SweCommand::Run(args) => {
             let predictions = args.out.join("predictions.jsonl");

@@ -192,7 +192,10 @@ pub fn validate(services: &[TaskService], checks: &[ServiceCheck]) -> Result<(),
         if service.ports.contains(&0) {
             return Err(field_error(at("ports"), "port 0 is not a port"));
         }
-        if let Some(bad) = service.data_dirs.iter().find(|d| !d.starts_with('/') || d.contains("..")) {
+        build_inputs::plain_list(&at("data_dirs"), &service.data_dirs)?;
+        if let Some(bad) =
+            service.data_dirs.iter().find(|d| !d.starts_with('/') || d.contains("..") || d.contains(','))
+        {
             return Err(field_error(at("data_dirs"), format!("expected absolute paths, found {bad:?}")));
         }
         if let Some(ready) = &service.ready {
@@ -204,6 +207,7 @@ pub fn validate(services: &[TaskService], checks: &[ServiceCheck]) -> Result<(),
                 return Err(field_error(at("ready.tcp"), "port 0 is not a port"));
             }
             if let Some(path) = &ready.http {
+                build_inputs::plain_text(&at("ready.http"), path)?;
                 if !path.starts_with('/') {
                     return Err(field_error(
                         at("ready.http"),

@@ -198,9 +198,9 @@ fn ready_command(service: &TaskService, ready: &ReadyCheck) -> Vec<String> {
     }
     let path = ready.http.as_deref().unwrap_or("/");
     let port = service.ports.first().copied().unwrap_or(80);
-    let script =
-        format!("import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=2)");
-    argv(&["python3", "-c", &script])
+    // The URL is an argument, never part of the script's text.
+    let script = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)";
+    argv(&["python3", "-c", script, &format!("http://127.0.0.1:{port}{path}")])
 }
 
 /// The sandbox's view of `task`'s services (images already resolved), with `tree_tar` for
@@ -385,7 +385,7 @@ mod tests {
         assert_eq!(db.files_in, None);
         assert_eq!(db.data_dirs, ["/data"]);
         assert_eq!(db.ready_timeout, Some(Duration::from_secs(DEFAULT_READY_TIMEOUT_S)));
-        assert!(api.ready.as_ref().unwrap()[2].contains("http://127.0.0.1:8080/health"), "{:?}", api.ready);
+        assert_eq!(api.ready.as_ref().unwrap()[3], "http://127.0.0.1:8080/health", "{:?}", api.ready);
         assert_eq!(api.ready_timeout, Some(Duration::from_secs(7)));
         assert_eq!(api.files_in.as_deref(), Some(b"TAR".as_slice()));
         assert_eq!(api.depends_on, ["db"]);

@@ -37,6 +37,9 @@ pub struct ValidationReport {
     pub valid: usize,
     pub invalid: usize,
     pub instances: Vec<InstanceValidation>,
+    /// Dataset records skipped as invalid (named in `gold/report.json`'s `skipped`).
+    #[serde(default)]
+    pub invalid_input: usize,
 }
 
 /// Judges one instance from its gold run and its unpatched run.
@@ -95,7 +98,12 @@ pub async fn validate<S: Sandbox + 'static>(
         .filter_map(|g| by_id.get(g.instance_id.as_str()).map(|u| judge(g, u)))
         .collect();
     let valid = instances.iter().filter(|i| i.valid).count();
-    let validation = ValidationReport { valid, invalid: instances.len() - valid, instances };
+    let validation = ValidationReport {
+        valid,
+        invalid: instances.len() - valid,
+        instances,
+        invalid_input: gold.summary.invalid_input,
+    };
     report::write_json_atomic(&plan.out.join("validation.json"), &validation).map_err(RunError::Report)?;
     Ok(validation)
 }
