@@ -36,13 +36,7 @@ pub const PASSED_BUILD_ARGS: &[&str] = &[
     "NO_PROXY",
 ];
 
-/// Where a layer keeps what it prepared in `/workspace` (a warm `target/`, `node_modules`, a
-/// service's files): a container's workspace is a fresh memory-backed volume that hides the
-/// image's own `/workspace`, so the sandbox copies this folder into it when the container
-/// starts (see [`super::docker::policy::Workspace`]).
-pub const WORKSPACE_SEED: &str = "/opt/repairbench/workspace-seed";
-/// The image label that says a layer has a [`WORKSPACE_SEED`].
-pub const WORKSPACE_SEED_LABEL: &str = "org.repairbench.workspace-seed";
+pub use super::docker::policy::{WORKSPACE_SEED, WORKSPACE_SEED_LABEL};
 
 /// The last steps of a layer that prepared files in `/workspace` (run as root): they move to
 /// [`WORKSPACE_SEED`] and `/workspace` is left empty, owned by the sandbox user.

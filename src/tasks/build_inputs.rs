@@ -7,7 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use super::services::FieldError;
+/// A field of a task that is wrong, and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("field `{field}`: {problem}")]
+pub struct FieldError {
+    pub field: String,
+    pub problem: String,
+}
 
 fn problem(field: String, problem: String) -> FieldError {
     FieldError { field, problem }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::build_inputs;
+use super::build_inputs::{self, FieldError};
 
 /// The name the test runner has on the services' network.
 pub const RUNNER_NAME: &str = "tests";
@@ -108,14 +108,6 @@ impl ServiceCheck {
     pub fn id(&self) -> String {
         format!("service:{}::{}", self.service, self.name)
     }
-}
-
-/// A field of `services` or `service_checks` that is wrong, and how.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("field `{field}`: {problem}")]
-pub struct FieldError {
-    pub field: String,
-    pub problem: String,
 }
 
 fn field_error(field: impl Into<String>, problem: impl Into<String>) -> FieldError {

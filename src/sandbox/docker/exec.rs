@@ -8,9 +8,8 @@ use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use super::super::output::{CappedOutput, OutputSink};
 use super::super::services::{ServiceError, ServiceGroup, ServiceSpec, ServiceState};
 use super::super::{EnvSpec, ExecRequest, ExecResult, Sandbox, SandboxError, SandboxUser, Verdict};
-use super::policy::Workspace;
+use super::policy::{Workspace, WORKSPACE_SEED};
 use super::{backend, drain, is_status, DockerSandbox};
-use crate::sandbox::layers::WORKSPACE_SEED;
 
 /// Deadline of copying an image's prepared workspace into a fresh one.
 const SEED_TIMEOUT: Duration = Duration::from_secs(600);

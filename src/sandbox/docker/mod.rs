@@ -220,7 +220,7 @@ impl DockerSandbox {
     }
 
     /// Whether `image` carries a prepared workspace to copy into a fresh one (its
-    /// [`crate::sandbox::layers::WORKSPACE_SEED_LABEL`]); asked of the engine once per image.
+    /// [`policy::WORKSPACE_SEED_LABEL`]); asked of the engine once per image.
     pub(crate) async fn has_workspace_seed(&self, image: &str) -> Result<bool, SandboxError> {
         if let Some(known) = self.seeded.lock().unwrap_or_else(|e| e.into_inner()).get(image) {
             return Ok(*known);
@@ -230,7 +230,7 @@ impl DockerSandbox {
             Ok(found) => found
                 .config
                 .and_then(|c| c.labels)
-                .is_some_and(|labels| labels.contains_key(super::layers::WORKSPACE_SEED_LABEL)),
+                .is_some_and(|labels| labels.contains_key(policy::WORKSPACE_SEED_LABEL)),
             Err(_) => return Err(SandboxError::ImageNotFound(image.to_owned())),
         };
         self.seeded.lock().unwrap_or_else(|e| e.into_inner()).insert(image.to_owned(), seeded);

@@ -18,14 +18,22 @@ const TMP_SIZE: &str = "64m";
 /// Size of each data directory a service gets (memory-backed, charged to its memory limit).
 const DATA_DIR_SIZE: &str = "256m";
 
+/// Where a layer keeps what it prepared in `/workspace` (a warm `target/`, `node_modules`, a
+/// service's files): a container's workspace is a fresh memory-backed volume that hides the
+/// image's own `/workspace`, so the sandbox copies this folder into it when the container
+/// starts ([`Workspace::Memory`]; the steps: [`crate::sandbox::layers::workspace_seed_steps`]).
+pub const WORKSPACE_SEED: &str = "/opt/repairbench/workspace-seed";
+/// The image label that says a layer has a [`WORKSPACE_SEED`].
+pub const WORKSPACE_SEED_LABEL: &str = "org.repairbench.workspace-seed";
+
 /// Where a container's workspace lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workspace {
     /// A memory-backed volume of `Limits::workspace_bytes`, owned by the sandbox user: nothing
     /// written there reaches the host's disk, and a write past the cap fails with "no space
     /// left". It holds data only while the container runs, so files go in after the start and
-    /// an image's prepared workspace is copied in from its seed (see
-    /// [`crate::sandbox::layers::WORKSPACE_SEED`]). Environments and services.
+    /// an image's prepared workspace is copied in from its seed ([`WORKSPACE_SEED`]).
+    /// Environments and services.
     Memory,
     /// A disk-backed volume seeded from the image, readable before the start and after the
     /// exit: one-shot jobs (`sandbox run`), whose files go in first and come out last.

@@ -13,8 +13,8 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 
 use super::super::archive::{self, Entry};
-use super::super::docker::{policy, DockerEnv, DockerSandbox, Job, JobOutput};
-use super::super::layers::WORKSPACE_SEED;
+use super::super::docker::policy::{self, WORKSPACE_SEED};
+use super::super::docker::{DockerEnv, DockerSandbox, Job, JobOutput};
 use super::super::output::{CappedOutput, OutputSink};
 use super::super::{EnvSpec, ExecRequest, ExecResult, Sandbox, SandboxError, Verdict};
 use super::{start_order, ServiceError, ServiceSpec, ServiceState};
