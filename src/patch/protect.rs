@@ -59,10 +59,10 @@ const HARNESS_MODULES: &[&str] = &[
     "usercustomize",
 ];
 
-/// The module a new path at the repository's root provides: `json.py`, `json/...`,
-/// `json.cpython-311-x86_64-linux-gnu.so` all provide `json`; `None` for anything Python
-/// would not import by a name.
-fn root_module(path: &str) -> Option<&str> {
+/// The module a new path at the repository's root provides, and whether it is a folder:
+/// `json.py`, `json/__init__.py`, `json.cpython-311-x86_64-linux-gnu.so` all provide `json`;
+/// `None` for anything Python would not import by a name.
+fn root_module(path: &str) -> Option<(&str, bool)> {
     let (top, rest) = match path.split_once('/') {
         Some((top, rest)) => (top, Some(rest)),
         None => (path, None),
@@ -80,7 +80,7 @@ fn root_module(path: &str) -> Option<&str> {
     };
     let identifier = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    identifier.then_some(name)
+    identifier.then_some((name, rest.is_some()))
 }
 
 /// What a module name at the repository's root would shadow, if anything: the standard
@@ -100,15 +100,21 @@ fn shadowed(name: &str, tools: &BTreeSet<String>) -> Option<&'static str> {
 /// The changes that add, at the repository's root, a module named after a standard-library
 /// module, one the harness imports, or a tool in `tools`: wherever the root comes first on
 /// `sys.path` (an older Python, a task's own `PYTHONPATH`) it would run in their place. A
-/// module the base tree already had at the root is the project's own and stays allowed.
+/// module the base tree already had at the root is the project's own and stays allowed. A
+/// folder counts through its `__init__.py` (one without is a namespace package, which loses
+/// to any real module of its name), or as a whole for a CI tool, which may not be installed.
 pub fn shadowing_modules(base: &Tree<'_>, changes: &[Change], tools: &BTreeSet<String>) -> Vec<Tampering> {
     changes
         .iter()
         .filter(|change| change.new.is_some())
         .filter_map(|change| {
-            let name = root_module(&change.path)?;
+            let (name, folder) = root_module(&change.path)?;
             let top = change.path.split('/').next().unwrap_or(&change.path);
             if base.get_name(top).is_some() {
+                return None;
+            }
+            let init = change.path[top.len()..].starts_with("/__init__.");
+            if folder && !init && !tools.contains(name) {
                 return None;
             }
             let what = shadowed(name, tools)?;
@@ -312,6 +318,8 @@ mod tests {
             "pluggy.py",
             "json.py",
             "pkg/hmac.py",
+            "site/index.html",
+            "code/notes.py",
             "README.md",
             "shutil.txt",
             "mymodule.py",
@@ -322,7 +330,8 @@ mod tests {
         let tools: BTreeSet<String> = ["pyflakes".to_string()].into();
         let found: Vec<String> =
             shadowing_modules(&base, &changes, &tools).into_iter().map(|t| t.path).collect();
-        // json.py was the project's own at the base; pkg/hmac.py is not at the root.
+        // json.py was the project's own at the base; pkg/hmac.py is not at the root; `site/`
+        // and `code/` have no __init__.py, so the standard library's modules win over them.
         assert_eq!(
             found,
             [
