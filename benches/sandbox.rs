@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use repairbench::run::scheduler::run_pool;
+use repairbench::kernel::scheduler::run_pool;
 use repairbench::sandbox::{
     archive, ensure_default_image, DockerSandbox, EnvSpec, ExecRequest, Job, Sandbox, Verdict,
 };

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use repairbench::repair::{self, InstanceResult};
 use repairbench::report::ConsoleProgress;
-use repairbench::run::swe::{self, InstanceResult};
 use repairbench::sandbox::{ensure_default_image, DockerSandbox};
 use repairbench::tasks::PredictionSource;
 
@@ -49,7 +49,7 @@ async fn grade_once(sandbox: &Arc<DockerSandbox>, image: &str, dataset: &Path, o
     plan.settings.workers = 1;
     plan.settings.flaky_reruns = 0;
     plan.force = true;
-    let report = swe::grade(sandbox.clone(), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+    let report = repair::grade(sandbox.clone(), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
     report.instances.into_iter().next().expect("one instance")
 }
 

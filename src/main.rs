@@ -5,7 +5,7 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
-use repairbench::run::interrupt;
+use repairbench::kernel::interrupt;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

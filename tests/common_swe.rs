@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use repairbench::run::swe::{GradePlan, GradeSettings};
+use repairbench::repair::{GradePlan, GradeSettings};
 use repairbench::tasks::PredictionSource;
 
 /// Grading of `dataset` into `out` in `image`: 60 s per test run, two workers, repositories

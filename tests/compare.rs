@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use repairbench::grade::{Resolution, TestsStatus, Verdict};
+use repairbench::kernel::fingerprint::FingerprintBuilder;
 use repairbench::model::{
     ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, ModelInfo, ScoreOutput, ScoreRequest,
 };
+use repairbench::repair::{GradeReport, InstanceResult, Timings};
 use repairbench::rng::SplitMix64;
-use repairbench::run::fingerprint::FingerprintBuilder;
-use repairbench::run::swe::{GradeReport, InstanceResult, Timings};
 use repairbench::suites::config::Suite;
 use repairbench::suites::{evaluate, EvalOptions};
 use serde_json::{json, Value};

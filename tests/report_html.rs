@@ -11,8 +11,8 @@ use std::process::{Command, Output};
 use regex::Regex;
 use repairbench::grade::runners::RunnerKind;
 use repairbench::grade::{Resolution, SuccessFailure, TestStatus, TestsStatus, Verdict};
-use repairbench::run::swe::runners::CiOutcome;
-use repairbench::run::swe::{GradeReport, InstanceResult, Timings};
+use repairbench::repair::runners::CiOutcome;
+use repairbench::repair::{GradeReport, InstanceResult, Timings};
 use repairbench::suites::metrics::aggregate;
 use repairbench::suites::record::{ChoiceRecord, OutputRecord};
 use repairbench::suites::{code_scores, ProgramStatus, SampleRecord};
@@ -110,7 +110,7 @@ fn instance(
         success: (0..pass).map(|i| format!("tests/test_{prefix}.py::test_ok_{i}")).collect(),
         failure: (0..fail).map(|i| format!("tests/test_{prefix}.py::test_bad_{i}")).collect(),
     };
-    let safe = repairbench::run::swe::safe_name(id);
+    let safe = repairbench::repair::safe_name(id);
     InstanceResult {
         instance_id: id.into(),
         verdict,

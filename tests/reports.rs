@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use repairbench::grade::{SuccessFailure, TestsStatus, Verdict};
-use repairbench::run::swe::{reports, GradeReport, InstanceResult};
+use repairbench::repair::{reports, GradeReport, InstanceResult};
 
 /// The JUnit schema, downloaded once into the cache.
 fn junit_schema() -> PathBuf {

@@ -5,7 +5,7 @@ mod common_sandbox;
 use std::time::{Duration, Instant};
 
 use common_sandbox::{assert_run_left_nothing, connect, default_image};
-use repairbench::run::scheduler::{run_pool, PoolError};
+use repairbench::kernel::scheduler::{run_pool, PoolError};
 use repairbench::sandbox::services::{ServiceGroup, ServiceSpec};
 use repairbench::sandbox::{archive, EnvSpec, ExecRequest, Job, Sandbox, SandboxUser, Verdict};
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repairbench::grade::Verdict;
+use repairbench::repair::{self, GradePlan, GradeSettings};
 use repairbench::report::ConsoleProgress;
-use repairbench::run::swe::{self, GradePlan, GradeSettings};
 use repairbench::sandbox::{images, DockerSandbox};
 use repairbench::tasks::PredictionSource;
 
@@ -60,9 +60,10 @@ fn a_failed_environment_build_is_env_error_with_its_step_and_log() {
         task_folder(&tasks, "textkit-slugify", "acme__textkit-badenv", |task| {
             task["environment"] = serde_json::json!({"pip": ["repairbench-no-such-package-zz9"]});
         });
-        let report = swe::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
-            .await
-            .unwrap();
+        let report =
+            repair::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
+                .await
+                .unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::EnvError, "{result:#?}");
         assert_eq!(result.reason.as_deref(), Some("environment_build_failed"));
@@ -95,8 +96,9 @@ fn validate_accepts_fair_tasks_and_names_what_is_wrong_with_the_others() {
         });
         let mut plan = plan(&tasks, dir.path(), &image);
         plan.out = dir.path().join("validation");
-        let report = swe::validate::validate(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
-        let by_id: BTreeMap<&str, &swe::validate::InstanceValidation> =
+        let report =
+            repair::validate::validate(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let by_id: BTreeMap<&str, &repair::validate::InstanceValidation> =
             report.instances.iter().map(|v| (v.instance_id.as_str(), v)).collect();
         assert_eq!((report.valid, report.invalid), (1, 2), "{report:#?}");
         assert!(by_id["acme__textkit-fair"].valid);
@@ -125,7 +127,7 @@ fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
         std::fs::write(&predictions, format!("{line}\n")).unwrap();
         let mut plan = plan(&sample("slugger-ci-lint"), dir.path(), &image);
         plan.predictions = PredictionSource::File(predictions.clone());
-        let report = swe::grade(sandbox.clone(), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(sandbox.clone(), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
         // The tests pass; only the lint job fails.
@@ -140,7 +142,7 @@ fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
         let line = serde_json::json!({"instance_id": "acme__slugger-77", "model_name_or_path": "wrong", "model_patch": format!("{patch}{fake}")});
         std::fs::write(&predictions, format!("{line}\n")).unwrap();
         plan.out = dir.path().join("out-shadowing");
-        let report = swe::grade(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!((result.verdict, result.reason.as_deref()), (Verdict::PatchApplyFailed, Some("shadows_module")), "{result:#?}");
         assert_eq!(result.tampering.iter().map(|t| t.path.as_str()).collect::<Vec<_>>(), ["pyflakes/__main__.py"]);
@@ -168,7 +170,7 @@ fn any_tool_writing_junit_xml_is_a_runner() {
                 "test_cmd": "python3 -m pytest -p no:cacheprovider --junitxml=build/reports/TEST-slug.xml tests",
             });
         });
-        let report = swe::grade(sandbox.clone(), &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
+        let report = repair::grade(sandbox.clone(), &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
             .await
             .unwrap();
         let result = &report.instances[0];
@@ -177,7 +179,7 @@ fn any_tool_writing_junit_xml_is_a_runner() {
         let mut unpatched = plan(&tasks, &dir.path().join("unpatched"), &image);
         unpatched.predictions = PredictionSource::Empty;
         unpatched.settings.test_empty_patches = true;
-        let report = swe::grade(sandbox, &unpatched, &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(sandbox, &unpatched, &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
         assert_eq!(result.tests_status.fail_to_pass.failure.len(), 2, "{result:#?}");
@@ -243,7 +245,7 @@ fn each_ci_job_runs_in_a_fresh_container_so_a_daemon_or_file_one_leaves_is_gone_
             "PASS_TO_PASS": ["ci:leave-daemon", "ci:check-clean"], "ci_jobs": ["all"],
         });
         std::fs::write(tasks.join("ci/task.json"), task.to_string()).unwrap();
-        let report = swe::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::Resolved, "{result:#?}");
         let jobs: Vec<(&str, &str)> = result.ci_jobs.iter().map(|j| (j.job.as_str(), j.detail.as_str())).collect();

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use repairbench::grade::{pytest_log, Resolution, Verdict};
 use repairbench::patch::{extract::file_diff, ApplyMethod};
+use repairbench::repair::{self, GradePlan, GradeReport, InstanceResult};
 use repairbench::report::ConsoleProgress;
-use repairbench::run::swe::{self, GradePlan, GradeReport, InstanceResult};
 use repairbench::sandbox::{images, DockerSandbox};
 use repairbench::tasks::{self, repos, PredictionSource, RepoLocator, SweTask};
 
@@ -36,7 +36,7 @@ fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, cache: &Path,
 }
 
 async fn grade(sandbox: &Arc<DockerSandbox>, plan: &GradePlan) -> GradeReport {
-    swe::grade(sandbox.clone(), plan, &mut ConsoleProgress::hidden()).await.unwrap()
+    repair::grade(sandbox.clone(), plan, &mut ConsoleProgress::hidden()).await.unwrap()
 }
 
 fn by_id(report: &GradeReport) -> BTreeMap<String, InstanceResult> {

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use repairbench::model::{Engine, LanguageModel, Sampling, DEFAULT_MODEL};
+use repairbench::repair::infer::{self, InferPlan};
 use repairbench::report::ConsoleProgress;
-use repairbench::run::swe_infer::{self, InferPlan};
 use repairbench::tasks::prompt::{PromptSettings, Retrieval};
 use repairbench::tasks::{self, PredictionSource};
 
@@ -27,7 +27,7 @@ fn infer_writes_swebench_predictions_with_the_full_output() {
         sampling: Sampling::GREEDY,
         force: false,
     };
-    let summary = swe_infer::infer(&mut model, &plan, &mut ConsoleProgress::hidden()).unwrap();
+    let summary = infer::infer(&mut model, &plan, &mut ConsoleProgress::hidden()).unwrap();
     assert_eq!((summary.written, summary.kept), (1, 0));
 
     let task_set = tasks::load_tasks(&dataset).unwrap();
@@ -46,13 +46,13 @@ fn infer_writes_swebench_predictions_with_the_full_output() {
     assert!(prediction.extra["extraction_method"].is_string());
 
     // Same inputs: kept, not generated again.
-    let again = swe_infer::infer(&mut model, &plan, &mut ConsoleProgress::hidden()).unwrap();
+    let again = infer::infer(&mut model, &plan, &mut ConsoleProgress::hidden()).unwrap();
     assert_eq!((again.written, again.kept), (0, 1));
 
     // Each input that changes the prediction makes it generated again, and the grader reads
     // the newest line.
     let rerun = |model: &mut dyn LanguageModel, plan: &InferPlan, reason: &str| {
-        let summary = swe_infer::infer(model, plan, &mut ConsoleProgress::hidden()).unwrap();
+        let summary = infer::infer(model, plan, &mut ConsoleProgress::hidden()).unwrap();
         assert_eq!((summary.written, summary.kept), (1, 0), "recomputed");
         assert_eq!(summary.recomputed.keys().collect::<Vec<_>>(), [reason]);
         let preds = tasks::load_predictions(&PredictionSource::File(out.clone()), &task_set.tasks).unwrap();
@@ -94,8 +94,7 @@ fn infer_writes_swebench_predictions_with_the_full_output() {
     record["fingerprint"]["hash"] = "stale".into();
     std::fs::write(&out, format!("{text}{record}\n")).unwrap();
     rerun(&mut other_model, &other_prompt, "code changed");
-    let unchanged =
-        swe_infer::infer(&mut other_model, &other_prompt, &mut ConsoleProgress::hidden()).unwrap();
+    let unchanged = infer::infer(&mut other_model, &other_prompt, &mut ConsoleProgress::hidden()).unwrap();
     assert_eq!((unchanged.written, unchanged.kept), (0, 1));
     let mut forced = other_prompt.clone();
     forced.force = true;

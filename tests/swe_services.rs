@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use common_sandbox::{assert_run_left_nothing, connect, default_image, resources_of_pid};
 use repairbench::grade::Verdict;
+use repairbench::repair::{self, validate, GradePlan, GradeReport};
 use repairbench::report::ConsoleProgress;
-use repairbench::run::swe::{self, validate, GradePlan, GradeReport};
 use repairbench::sandbox::services::{ServiceGroup, ServiceSpec};
 use repairbench::sandbox::{DockerSandbox, EnvSpec, Job};
 use repairbench::tasks::PredictionSource;
@@ -59,7 +59,7 @@ fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, image: &str, 
 }
 
 async fn grade(sandbox: &Arc<DockerSandbox>, plan: &GradePlan) -> GradeReport {
-    swe::grade(sandbox.clone(), plan, &mut ConsoleProgress::hidden()).await.unwrap()
+    repair::grade(sandbox.clone(), plan, &mut ConsoleProgress::hidden()).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

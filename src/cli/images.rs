@@ -111,13 +111,13 @@ fn build_environments(
     repos: Option<std::path::PathBuf>,
     workers: usize,
 ) -> anyhow::Result<u8> {
-    use repairbench::run::{pipeline, swe};
+    use repairbench::run::pipeline;
     if workers == 0 {
         anyhow::bail!("--workers must be at least 1");
     }
-    let mut settings = swe::GradeSettings::new(String::new());
+    let mut settings = repairbench::repair::GradeSettings::new(String::new());
     settings.workers = workers;
-    let plan = swe::GradePlan {
+    let plan = repairbench::repair::GradePlan {
         dataset,
         predictions: repairbench::tasks::PredictionSource::Gold,
         repos,

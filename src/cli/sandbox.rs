@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use repairbench::run::interrupt;
+use repairbench::kernel::interrupt;
 use repairbench::sandbox::output::{OutputChunk, StreamKind};
 use repairbench::sandbox::{archive, images, DockerSandbox, EnvSpec, Job, Limits, Verdict};
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use repairbench::model::Sampling;
+use repairbench::repair::infer::InferPlan;
+use repairbench::repair::{self, GradePlan, GradeReport, GradeSettings};
 use repairbench::run::pipeline::{self, Completion, SweRunPlan};
-use repairbench::run::swe::{self as swe_run, GradePlan, GradeReport, GradeSettings};
-use repairbench::run::swe_infer::InferPlan;
 use repairbench::sandbox::Limits;
 use repairbench::tasks::prompt::{PromptSettings, Retrieval};
 use repairbench::tasks::PredictionSource;
@@ -223,7 +223,7 @@ fn grade_plan(
     settings.flaky_reruns = options.reruns;
     settings.workers = match options.workers {
         Some(n) => n,
-        None => repairbench::env::sandbox_workers()?.unwrap_or_else(swe_run::default_workers),
+        None => repairbench::env::sandbox_workers()?.unwrap_or_else(repair::default_workers),
     };
     if options.workspace_size > options.memory {
         anyhow::bail!("--workspace-size must not exceed --memory (the workspace is held in memory)");

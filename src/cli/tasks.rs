@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use repairbench::http::Secret;
+use repairbench::repair::harvest::source::{GitLabSource, HarvestSource};
+use repairbench::repair::harvest::{HarvestPlan, TaskServices};
+use repairbench::repair::GradeSettings;
 use repairbench::run::pipeline;
-use repairbench::run::swe::harvest::source::{GitLabSource, HarvestSource};
-use repairbench::run::swe::harvest::{HarvestPlan, TaskServices};
-use repairbench::run::swe::GradeSettings;
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {

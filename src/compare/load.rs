@@ -8,8 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::CompareError;
-use crate::run::store::StoredRecord;
-use crate::run::swe::GradeReport;
+use crate::kernel::store::StoredRecord;
+use crate::repair::GradeReport;
 use crate::suites::SampleRecord;
 
 /// What wrote an output folder.

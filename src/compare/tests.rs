@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 use super::load::{Records, RunDir};
 use super::*;
 use crate::grade::{Resolution, TestsStatus, Verdict as SweVerdict};
-use crate::run::fingerprint::FingerprintBuilder;
-use crate::run::swe::{GradeReport, InstanceResult, Timings};
+use crate::kernel::fingerprint::FingerprintBuilder;
+use crate::repair::{GradeReport, InstanceResult, Timings};
 use crate::suites::record::OutputRecord;
 use crate::suites::SampleRecord;
 

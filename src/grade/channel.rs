@@ -25,7 +25,7 @@ pub enum Tampered {
     BadSignature(String),
     #[error("the JUnit report and pytest's summary disagree: {0}")]
     Disagree(String),
-    /// Another runner's output does not hold together (see `run::swe::runners`).
+    /// Another runner's output does not hold together (see `repair::runners`).
     #[error("the test runner's output is inconsistent: {0}")]
     Inconsistent(String),
 }

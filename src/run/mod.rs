@@ -1,12 +1,6 @@
-//! Scheduling, resume and append-only results.
+//! The application layer: the main job, and the plans that the CLI hands to the suites and to
+//! code repair (see `ARCHITECTURE.md`).
 
 pub mod config;
-pub mod fingerprint;
-pub mod interrupt;
-pub mod kernel;
 pub mod pipeline;
 pub mod regenerate;
-pub mod scheduler;
-pub mod store;
-pub mod swe;
-pub mod swe_infer;

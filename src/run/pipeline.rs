@@ -1,6 +1,6 @@
 //! The orchestration of every run command (`swe grade`, `swe infer`, `swe run`, `eval`,
 //! `run`): the CLI resolves its flags into a plan once, and this connects to Docker, resolves
-//! the image, watches for signals ([`super::interrupt`]) and orders the phases.
+//! the image, watches for signals ([`crate::kernel::interrupt`]) and orders the phases.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,9 +14,9 @@ use crate::tasks::prompt::PromptSettings;
 use crate::tasks::PredictionSource;
 
 use super::config::RunConfig;
-use super::interrupt;
-use super::swe::{self, GradePlan, GradeReport, GradeSettings};
-use super::swe_infer::{self, InferPlan, InferSummary};
+use crate::kernel::interrupt;
+use crate::repair::infer::{self, InferPlan, InferSummary};
+use crate::repair::{self, GradePlan, GradeReport, GradeSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -55,7 +55,7 @@ pub enum PipelineError {
     #[error("repair dataset {0} not found (run from the repository root, or set [repair] dataset in a --config file)")]
     NoDataset(PathBuf),
     #[error("code repair failed")]
-    Swe(#[from] swe::RunError),
+    Swe(#[from] repair::RunError),
     #[error("the suite failed")]
     Suite(#[from] SuiteError),
     #[error("invalid run configuration")]
@@ -195,23 +195,23 @@ pub fn grade(mut plan: GradePlan) -> Result<GradeReport, PipelineError> {
 }
 
 /// `swe validate`: gold and the unpatched tree graded for every instance (see
-/// [`swe::validate`]); `plan.out` is the validation folder.
-pub fn validate(mut plan: GradePlan) -> Result<swe::validate::ValidationReport, PipelineError> {
+/// [`repair::validate`]); `plan.out` is the validation folder.
+pub fn validate(mut plan: GradePlan) -> Result<repair::validate::ValidationReport, PipelineError> {
     let session = Session::start(grade_env_lifetime(&plan.settings))?;
     let requested = Some(plan.settings.image.clone());
     (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
     let sandbox = Arc::new(session.sandbox.clone());
     let mut progress = ConsoleProgress::new();
-    let validated = swe::validate::validate(sandbox, &plan, &mut progress as &mut dyn Reporter<_>);
+    let validated = repair::validate::validate(sandbox, &plan, &mut progress as &mut dyn Reporter<_>);
     Ok(session.runtime.block_on(interrupt::until_stopped(validated))?)
 }
 
 /// `images build --dataset`: every environment of `plan`'s dataset, built ahead of grading.
-pub fn prebuild(mut plan: GradePlan) -> Result<Vec<swe::prebuild::PrebuiltEnvironment>, PipelineError> {
+pub fn prebuild(mut plan: GradePlan) -> Result<Vec<repair::prebuild::PrebuiltEnvironment>, PipelineError> {
     let session = Session::start(grade_env_lifetime(&plan.settings))?;
     let requested = Some(plan.settings.image.clone());
     (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
-    let tasks = crate::tasks::load_tasks(&plan.dataset).map_err(swe::RunError::Dataset)?;
+    let tasks = crate::tasks::load_tasks(&plan.dataset).map_err(repair::RunError::Dataset)?;
     for skipped in &tasks.skipped {
         eprintln!("skipped {}: {}", skipped.location, skipped.reason);
     }
@@ -222,20 +222,20 @@ pub fn prebuild(mut plan: GradePlan) -> Result<Vec<swe::prebuild::PrebuiltEnviro
     ));
     let sandbox = Arc::new(session.sandbox.clone());
     let logs = plan.cache_dir.join("logs").join("environments");
-    let built = swe::prebuild::prebuild(sandbox, tasks.tasks, locator, &plan.settings, &logs);
+    let built = repair::prebuild::prebuild(sandbox, tasks.tasks, locator, &plan.settings, &logs);
     Ok(session.runtime.block_on(interrupt::until_stopped(built)))
 }
 
-/// `tasks harvest`: tasks from a repository's history (see [`swe::harvest`]).
+/// `tasks harvest`: tasks from a repository's history (see [`repair::harvest`]).
 pub fn harvest(
-    mut plan: swe::harvest::HarvestPlan,
-) -> Result<Vec<swe::harvest::HarvestRecord>, PipelineError> {
+    mut plan: repair::harvest::HarvestPlan,
+) -> Result<Vec<repair::harvest::HarvestRecord>, PipelineError> {
     let session = Session::start(grade_env_lifetime(&plan.settings))?;
     (plan.settings.image, plan.settings.image_id) = session.image(None)?;
     create_dir(&plan.out)?;
     let sandbox = Arc::new(session.sandbox.clone());
     let mut progress = ConsoleProgress::new();
-    let harvested = swe::harvest::harvest(sandbox, &plan, &mut progress as &mut dyn Reporter<_>);
+    let harvested = repair::harvest::harvest(sandbox, &plan, &mut progress as &mut dyn Reporter<_>);
     Ok(session.runtime.block_on(interrupt::until_stopped(harvested))?)
 }
 
@@ -246,7 +246,7 @@ fn grade_in(session: &Session, plan: &GradePlan) -> Result<GradeReport, Pipeline
     ));
     let sandbox = Arc::new(session.sandbox.clone());
     let mut progress = ConsoleProgress::new();
-    let graded = swe::grade(sandbox, plan, &mut progress as &mut dyn Reporter<_>);
+    let graded = repair::grade(sandbox, plan, &mut progress as &mut dyn Reporter<_>);
     Ok(session.runtime.block_on(interrupt::until_stopped(graded))?)
 }
 
@@ -257,7 +257,7 @@ pub fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> Result<InferSum
         plan.out.display()
     ));
     let mut progress = ConsoleProgress::new();
-    Ok(swe_infer::infer(model, plan, &mut progress)?)
+    Ok(infer::infer(model, plan, &mut progress)?)
 }
 
 /// `swe run`: infer into `grade.predictions`, then grade.

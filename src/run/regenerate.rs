@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::repair::{reports as swe_reports, GradeReport};
 use crate::report::ReportError;
-use crate::run::swe::{reports as swe_reports, GradeReport};
 use crate::suites::record::{documents, RunShape};
 use crate::suites::{reports as suite_reports, SampleRecord};
 

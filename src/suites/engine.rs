@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
+use crate::kernel::Kernel;
 use crate::model::LanguageModel;
 use crate::report::{ConsoleProgress, Fanout, FinalWriter, Reporter, RunRecords};
-use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
-use crate::run::kernel::Kernel;
 
 use super::code::CodeRunner;
 use super::config::Suite;
@@ -329,7 +329,7 @@ pub fn evaluate_with(
         "suite": suite.def.name,
         "suite_file": suite.path,
         "fingerprint": fingerprint,
-        "code": crate::run::fingerprint::BUILD_COMMIT,
+        "code": crate::kernel::fingerprint::BUILD_COMMIT,
         "model": model_info,
         "data": config["data"],
         "samples_file": config["samples_file"],

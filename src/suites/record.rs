@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::code::ProgramStatus;
-use crate::run::fingerprint::Fingerprint;
-use crate::run::store::StoredRecord;
+use crate::kernel::fingerprint::Fingerprint;
+use crate::kernel::store::StoredRecord;
 
 /// One generated sequence and, for code, how its program ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

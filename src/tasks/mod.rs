@@ -25,7 +25,7 @@ pub const BUNDLE_FILE: &str = "repo.bundle";
 
 /// What a task's tests need beyond the default image (field `environment`, ours). Without
 /// `image`, an environment image is built from the repository itself (see
-/// `run::swe::environment`): the runner's toolchain, the project installed with its test
+/// `repair::environment`): the runner's toolchain, the project installed with its test
 /// dependencies, then these extras.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -153,7 +153,7 @@ impl<R: StoredRecord + Send> report::Reporter<R> for ResultStore<R> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::run::fingerprint::FingerprintBuilder;
+    use crate::kernel::fingerprint::FingerprintBuilder;
 
     /// A record for kernel and store tests.
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

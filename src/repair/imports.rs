@@ -15,7 +15,7 @@
 use crate::sandbox::archive::{self, Entry, Owner};
 
 /// The harness's `sitecustomize`, shipped inside the binary.
-pub const SITECUSTOMIZE: &str = include_str!("../../../harness/sitecustomize.py");
+pub const SITECUSTOMIZE: &str = include_str!("../../harness/sitecustomize.py");
 
 /// One run's import order: where its `sitecustomize` goes.
 pub struct ImportOrder {

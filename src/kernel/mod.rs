@@ -1,6 +1,6 @@
 //! The run kernel every kind of run goes through: items are matched against the result store
 //! (reuse or recompute, with the reason), scheduled with a bound on concurrency
-//! ([`super::scheduler`]), and every event goes first to the store (which appends finished
+//! ([`scheduler`]), and every event goes first to the store (which appends finished
 //! records, synced) and then to the run's other subscribers.
 
 use std::collections::BTreeMap;
@@ -8,9 +8,14 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Instant;
 
-use super::fingerprint::Fingerprint;
-use super::scheduler::{run_pool, PoolError};
-use super::store::{ResultStore, Resume, ResumeSummary, StoredRecord};
+pub mod fingerprint;
+pub mod interrupt;
+pub mod scheduler;
+pub mod store;
+
+use self::fingerprint::Fingerprint;
+use self::scheduler::{run_pool, PoolError};
+use self::store::{ResultStore, Resume, ResumeSummary, StoredRecord};
 use crate::report::{ReportError, Reporter, ResultEvent, RunRecords, Skipped};
 
 /// One run: its store, its reporters, and the records finished so far (reused or new).
@@ -160,9 +165,9 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::fingerprint::FingerprintBuilder;
+    use crate::kernel::store::tests::Item;
     use crate::report::{Fanout, FinalWriter};
-    use crate::run::fingerprint::FingerprintBuilder;
-    use crate::run::store::tests::Item;
 
     /// One run over ids `a`, `b`, `c` where `b`'s input is `b_input`; returns what the final
     /// file subscriber saw and what the store holds.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::run::scheduler::run_pool;
+use crate::kernel::scheduler::run_pool;
 use crate::sandbox::Sandbox;
 use crate::tasks::{RepoLocator, SweTask};
 

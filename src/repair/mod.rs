@@ -11,6 +11,7 @@ mod execute;
 pub mod harvest;
 pub mod html;
 mod imports;
+pub mod infer;
 pub mod prebuild;
 mod prepare;
 pub mod reports;
@@ -33,9 +34,9 @@ use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
 use crate::sandbox::{EnvSpec, Limits, Sandbox};
 use crate::tasks::{self, repos, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
 
-use super::fingerprint::{Fingerprint, FingerprintBuilder};
-use super::kernel::Kernel;
-use super::store::StoredRecord;
+use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
+use crate::kernel::store::StoredRecord;
+use crate::kernel::Kernel;
 
 /// Where the sandbox user's workspace is.
 const WORKSPACE: &str = "/workspace";

@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
+use crate::kernel::store::StoredRecord;
+use crate::kernel::Kernel;
 use crate::model::{GenerateRequest, LanguageModel, Prompt, Sampling};
 use crate::patch::{self, extract};
+use crate::repair::RunError;
 use crate::report::{Reporter, ResultEvent};
-use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
-use crate::run::kernel::Kernel;
-use crate::run::store::StoredRecord;
-use crate::run::swe::RunError;
 use crate::tasks::prompt::{self, PromptSettings, Retrieval};
 use crate::tasks::{self, repos, Prediction, RepoLocator, Skipped, SweTask};
 

@@ -22,10 +22,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::grade::{StatusMap, TestStatus};
+use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
+use crate::kernel::store::StoredRecord;
+use crate::kernel::Kernel;
 use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
-use crate::run::fingerprint::{Fingerprint, FingerprintBuilder};
-use crate::run::kernel::Kernel;
-use crate::run::store::StoredRecord;
 use crate::sandbox::{EnvSpec, Sandbox};
 use crate::tasks::{RepoLocator, SweTask};
 
