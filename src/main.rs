@@ -10,7 +10,9 @@ use repairbench::kernel::interrupt;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     cli::init_logging(cli.verbose);
-    if let Err(err) = interrupt::install() {
+    // Only `main` ends the process: after a signal's cleanup, with the interrupted status.
+    let exit = || std::process::exit(i32::from(cli::EXIT_INTERRUPTED));
+    if let Err(err) = interrupt::install(exit) {
         eprintln!("error: installing signal handlers: {err}");
         return ExitCode::from(cli::EXIT_ERROR);
     }

@@ -137,7 +137,7 @@ fn build_environments(
         }
     }
     println!("{} environments ready, {failed} failed", rows.len() - failed);
-    Ok(if failed > 0 { super::EXIT_INFRASTRUCTURE } else { super::EXIT_OK })
+    Ok(if failed > 0 { super::EXIT_IMAGE_BUILD_FAILED } else { super::EXIT_OK })
 }
 
 fn human_age(seconds: i64) -> String {

@@ -1,5 +1,6 @@
 //! Command-line interface: each subcommand's flags in its own file, resolved into a plan and
-//! handed to the library.
+//! handed to the library. Every exit status is defined here (the README's table), and only
+//! `main` ends the process.
 
 mod compare;
 mod eval;
@@ -24,14 +25,35 @@ pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_INFRASTRUCTURE: u8 = 3;
 /// `compare`: the new run is significantly worse than the base run.
 pub const EXIT_REGRESSION: u8 = 4;
-/// The run finished, but input records were skipped as invalid (each named in the summary).
-pub const EXIT_INVALID_INPUT: u8 = 5;
+/// The dataset is wrong: input records were skipped as invalid (each named in the summary), or
+/// (`swe validate`) some instance is invalid.
+pub const EXIT_INVALID_DATASET: u8 = 5;
+/// `images build --dataset`: some environment failed to build.
+pub const EXIT_IMAGE_BUILD_FAILED: u8 = 6;
+/// `sandbox run`: the deadline passed (as coreutils `timeout`).
+pub const EXIT_SANDBOX_TIMEOUT: u8 = 124;
+/// Any command stopped by SIGINT, SIGTERM or SIGHUP (128 + SIGINT, as shells report Ctrl-C).
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// `sandbox run`: the command was killed for running out of memory (128 + SIGKILL).
+pub const EXIT_SANDBOX_OOM: u8 = 137;
+// `sandbox run` otherwise passes the command's own status N through (mod 256).
+
+/// The exit status of `sandbox run` for how its command ended.
+pub fn sandbox_exit_status(verdict: &repairbench::sandbox::Verdict) -> u8 {
+    use repairbench::sandbox::Verdict;
+    match verdict {
+        Verdict::Exit(code) => (*code).rem_euclid(256) as u8,
+        Verdict::Timeout => EXIT_SANDBOX_TIMEOUT,
+        Verdict::Oom => EXIT_SANDBOX_OOM,
+        Verdict::Error(_) => EXIT_ERROR,
+    }
+}
 
 /// The exit status of a run that finished.
 pub fn exit_status(completion: Completion) -> u8 {
     match completion {
         Completion::Clean => EXIT_OK,
-        Completion::InvalidInput => EXIT_INVALID_INPUT,
+        Completion::InvalidInput => EXIT_INVALID_DATASET,
         Completion::InfrastructureErrors => EXIT_INFRASTRUCTURE,
     }
 }

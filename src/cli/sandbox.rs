@@ -166,7 +166,7 @@ async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
         let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
         eprintln!("{}{notes}", result.verdict);
     }
-    Ok(result.verdict.exit_status())
+    Ok(super::sandbox_exit_status(&result.verdict))
 }
 
 #[cfg(test)]

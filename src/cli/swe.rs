@@ -162,7 +162,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 println!("  skipped {}: {}", skip.location, skip.reason);
             }
             let invalid = summary.skipped.iter().any(|s| s.invalid_input);
-            Ok(if invalid { super::EXIT_INVALID_INPUT } else { super::EXIT_OK })
+            Ok(if invalid { super::EXIT_INVALID_DATASET } else { super::EXIT_OK })
         }
         SweCommand::Validate(args) => {
             let plan = grade_plan(&args.data, PredictionSource::Gold, &args.options, &args.out)?;
@@ -187,13 +187,8 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                     args.out.join("gold/report.json").display()
                 );
             }
-            Ok(if report.invalid > 0 {
-                super::EXIT_INFRASTRUCTURE
-            } else if report.invalid_input > 0 {
-                super::EXIT_INVALID_INPUT
-            } else {
-                super::EXIT_OK
-            })
+            let invalid = report.invalid + report.invalid_input;
+            Ok(if invalid > 0 { super::EXIT_INVALID_DATASET } else { super::EXIT_OK })
         }
         SweCommand::Run(args) => {
             let predictions = args.out.join("predictions.jsonl");

@@ -2,7 +2,7 @@
 //! closed). The handlers run on a thread of their own, so a signal is served even while the
 //! main thread computes (model inference is not async). On a signal, every watched sandbox
 //! stops creating containers and removes everything its run made; finished results are
-//! already on disk; then the process exits with [`EXIT_INTERRUPTED`].
+//! already on disk; then the binary's own `exit` ends the process (the library never does).
 
 use std::future::Future;
 use std::io::Write;
@@ -14,9 +14,6 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::sandbox::DockerSandbox;
 
-/// Exit status of an interrupted command (128 + SIGINT, as shells report Ctrl-C).
-pub const EXIT_INTERRUPTED: u8 = 130;
-
 /// Longest the cleanup may take before the process exits anyway.
 const CLEANUP_LIMIT: Duration = Duration::from_secs(120);
 
@@ -25,8 +22,10 @@ static WATCHED: Mutex<Vec<DockerSandbox>> = Mutex::new(Vec::new());
 static NOTE: Mutex<Option<String>> = Mutex::new(None);
 static STOP: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
-/// Installs the handlers. Call once, before anything that makes containers.
-pub fn install() -> std::io::Result<()> {
+/// Installs the handlers. Call once, before anything that makes containers. After a signal's
+/// cleanup, `exit` is called on the handlers' thread: it ends the process (the binary's
+/// `std::process::exit` with its interrupted status).
+pub fn install(exit: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // Registered now, so from here on no signal falls to its default action (death with no
     // cleanup).
@@ -47,7 +46,7 @@ pub fn install() -> std::io::Result<()> {
             };
             stop(name).await
         });
-        std::process::exit(i32::from(EXIT_INTERRUPTED))
+        exit()
     })?;
     Ok(())
 }

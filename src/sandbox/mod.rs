@@ -121,25 +121,7 @@ pub enum Verdict {
     Error(String),
 }
 
-/// Exit status the CLI uses for a timeout (as coreutils `timeout`).
-pub const EXIT_STATUS_TIMEOUT: u8 = 124;
-/// Exit status the CLI uses for an out-of-memory kill (128 + SIGKILL).
-pub const EXIT_STATUS_OOM: u8 = 137;
-/// Exit status the CLI uses when the command could not run at all.
-pub const EXIT_STATUS_ERROR: u8 = 1;
-
 impl Verdict {
-    /// The process exit status that reflects this verdict: `exit N` passes N through (mod
-    /// 256), `timeout` 124, `oom` 137, `error` 1.
-    pub fn exit_status(&self) -> u8 {
-        match self {
-            Verdict::Exit(code) => (*code).rem_euclid(256) as u8,
-            Verdict::Timeout => EXIT_STATUS_TIMEOUT,
-            Verdict::Oom => EXIT_STATUS_OOM,
-            Verdict::Error(_) => EXIT_STATUS_ERROR,
-        }
-    }
-
     /// Short name: `exit`, `timeout`, `oom` or `error`.
     pub fn kind(&self) -> &'static str {
         match self {
