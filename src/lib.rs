@@ -13,6 +13,7 @@ pub mod grade;
 pub mod http;
 pub mod kernel;
 pub mod model;
+pub mod order;
 pub mod patch;
 pub mod repair;
 pub mod report;

@@ -4,7 +4,6 @@
 
 mod group;
 
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 pub use group::{tail, ServiceGroup};
@@ -69,12 +68,8 @@ pub struct ServiceState {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
-    #[error("service `{0}` is declared twice")]
-    Duplicate(String),
-    #[error("service `{service}` depends on `{missing}`, which is not declared")]
-    UnknownDependency { service: String, missing: String },
-    #[error("services depend on each other in a cycle: {0}")]
-    Cycle(String),
+    #[error(transparent)]
+    Order(#[from] crate::order::OrderError),
     #[error("service `{service}` was not ready within {seconds:.0} s (last check: {last}); its log ends with:\n{log_tail}")]
     NotReady { service: String, seconds: f64, last: String, log_tail: String },
     #[error("service `{service}` exited ({exit}) before it was ready; its log ends with:\n{log_tail}")]
@@ -90,72 +85,7 @@ pub enum ServiceError {
 /// The order to start services in: every service after its dependencies, otherwise in the
 /// order given.
 pub fn start_order(services: &[ServiceSpec]) -> Result<Vec<usize>, ServiceError> {
-    let mut index = HashMap::new();
-    for (i, s) in services.iter().enumerate() {
-        if index.insert(s.name.as_str(), i).is_some() {
-            return Err(ServiceError::Duplicate(s.name.clone()));
-        }
-    }
-    for s in services {
-        for dep in &s.depends_on {
-            if !index.contains_key(dep.as_str()) {
-                return Err(ServiceError::UnknownDependency {
-                    service: s.name.clone(),
-                    missing: dep.clone(),
-                });
-            }
-        }
-    }
-    let mut order = Vec::new();
-    let mut placed = HashSet::new();
-    while order.len() < services.len() {
-        let next = services.iter().enumerate().find(|(i, s)| {
-            !placed.contains(i) && s.depends_on.iter().all(|d| placed.contains(&index[d.as_str()]))
-        });
-        match next {
-            Some((i, _)) => {
-                placed.insert(i);
-                order.push(i);
-            }
-            None => {
-                let stuck: Vec<&str> = services
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| !placed.contains(i))
-                    .map(|(_, s)| s.name.as_str())
-                    .collect();
-                return Err(ServiceError::Cycle(stuck.join(", ")));
-            }
-        }
-    }
-    Ok(order)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn service(name: &str, deps: &[&str]) -> ServiceSpec {
-        let mut spec = ServiceSpec::new(name, "x", vec![]);
-        spec.depends_on = deps.iter().map(|d| d.to_string()).collect();
-        spec
-    }
-
-    #[test]
-    fn dependencies_start_first() {
-        let services = [service("web", &["db", "cache"]), service("db", &[]), service("cache", &["db"])];
-        let order: Vec<&str> =
-            start_order(&services).unwrap().iter().map(|&i| services[i].name.as_str()).collect();
-        assert_eq!(order, ["db", "cache", "web"]);
-    }
-
-    #[test]
-    fn cycles_unknown_and_duplicate_names_are_errors() {
-        let cycle = [service("a", &["b"]), service("b", &["a"])];
-        assert!(matches!(start_order(&cycle), Err(ServiceError::Cycle(s)) if s == "a, b"));
-        let unknown = [service("a", &["nope"])];
-        assert!(matches!(start_order(&unknown), Err(ServiceError::UnknownDependency { .. })));
-        let twice = [service("a", &[]), service("a", &[])];
-        assert!(matches!(start_order(&twice), Err(ServiceError::Duplicate(_))));
-    }
+    let nodes: Vec<(&str, &[String])> =
+        services.iter().map(|s| (s.name.as_str(), &s.depends_on[..])).collect();
+    Ok(crate::order::dependency_order(&nodes)?)
 }

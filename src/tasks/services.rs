@@ -229,15 +229,9 @@ pub fn validate(services: &[TaskService], checks: &[ServiceCheck]) -> Result<(),
             ));
         }
     }
-    let specs: Vec<crate::sandbox::services::ServiceSpec> = services
-        .iter()
-        .map(|s| {
-            let mut spec = crate::sandbox::services::ServiceSpec::new(&s.name, "", Vec::new());
-            spec.depends_on = s.depends_on.clone();
-            spec
-        })
-        .collect();
-    if let Err(e) = crate::sandbox::services::start_order(&specs) {
+    let nodes: Vec<(&str, &[String])> =
+        services.iter().map(|s| (s.name.as_str(), &s.depends_on[..])).collect();
+    if let Err(e) = crate::order::dependency_order(&nodes) {
         return Err(field_error("services", e.to_string()));
     }
     let mut ids = HashSet::new();
