@@ -21,6 +21,7 @@ pub mod rng;
 pub mod run;
 pub mod sandbox;
 pub mod serve;
+pub mod shell;
 pub mod stats;
 pub mod suites;
 pub mod tasks;

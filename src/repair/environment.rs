@@ -11,6 +11,7 @@ use git2::{Repository, Tree};
 use crate::grade::runners::{self, RunnerKind};
 use crate::sandbox::layers::workspace_seed_steps;
 use crate::sandbox::{LayerSpec, ParentImage};
+use crate::shell::{self, NulByte};
 use crate::tasks::{SweTask, TaskEnvironment};
 
 /// The only Python the images have (Debian bookworm's python3).
@@ -89,14 +90,16 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
             .map_err(|e| format!("packing the tree: {}", e.message()))?,
         paths: tracked_paths(tree),
     };
+    let nul = |e: NulByte| e.to_string();
     let (layer, env) = match runner {
-        RunnerKind::Pytest => (python_layer(&files, &extras, repo_tree), Vec::new()),
+        RunnerKind::Pytest => (python_layer(&files, &extras, repo_tree).map_err(nul)?, Vec::new()),
         RunnerKind::Cargo => (Some(cargo_layer(&extras, repo_tree)?), Vec::new()),
-        RunnerKind::Go => (Some(go_layer(&extras, repo_tree)), Vec::new()),
-        RunnerKind::Node => (Some(node_layer(&files, &extras, repo_tree)), Vec::new()),
+        RunnerKind::Go => (Some(go_layer(&extras, repo_tree).map_err(nul)?), Vec::new()),
+        RunnerKind::Node => (Some(node_layer(&files, &extras, repo_tree).map_err(nul)?), Vec::new()),
         // A JUnit-writing tool brings its own image, or installs through `apt`/`install`.
         RunnerKind::Junit => {
-            (Some(repo_layer("env-junit", ParentImage::Default, &extras, repo_tree, &[], &[])), Vec::new())
+            let layer = repo_layer("env-junit", ParentImage::Default, &extras, repo_tree, &[], &[]);
+            (Some(layer.map_err(nul)?), Vec::new())
         }
     };
     let image = match layer {
@@ -179,17 +182,17 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
     project
 }
 
-pub(super) fn shell_words(words: &[String]) -> String {
-    words.iter().map(|w| format!("'{}'", w.replace('\'', r"'\''"))).collect::<Vec<_>>().join(" ")
-}
-
 /// The layer installing a Python project into a venv, or `None` when the default image runs
 /// its tests as they are (nothing declared to install).
-fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: RepoTree) -> Option<LayerSpec> {
+fn python_layer(
+    files: &TreeFiles<'_>,
+    extras: &TaskEnvironment,
+    repo_tree: RepoTree,
+) -> Result<Option<LayerSpec>, NulByte> {
     let project = python_project(files, &files.root_names());
     let asked = !extras.pip.is_empty() || !extras.apt.is_empty() || !extras.install.is_empty();
     if !project.needs_install && !asked {
-        return None;
+        return Ok(None);
     }
     let mut steps = vec![
         "ARG BASE".to_owned(),
@@ -199,7 +202,7 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: Repo
         "ARG PIP_TRUSTED_HOST".to_owned(),
         "USER root".to_owned(),
         HOST_CA_STEPS.to_owned(),
-        apt_step(&["python3-venv".to_owned()], &extras.apt),
+        apt_step(&["python3-venv".to_owned()], &extras.apt)?,
         format!("RUN python3 -m venv {VENV} && {VENV}/bin/pip install --no-cache-dir pytest"),
         format!("ENV PATH={VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={VENV}"),
         "ADD tree.tar /workspace/".to_owned(),
@@ -220,7 +223,7 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: Repo
         steps.push(format!("RUN pip install --no-cache-dir -e '{target}'"));
     }
     if !extras.pip.is_empty() {
-        steps.push(format!("RUN pip install --no-cache-dir {}", shell_words(&extras.pip)));
+        steps.push(format!("RUN pip install --no-cache-dir {}", shell::join(&extras.pip)?));
     }
     let (install_steps, install_files) = command_steps(&extras.install);
     steps.extend(install_steps);
@@ -233,7 +236,7 @@ fn python_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: Repo
     let dockerfile = steps.join("\n") + "\n";
     let mut files = context(dockerfile, repo_tree);
     files.extend(install_files);
-    Some(LayerSpec::new("env-python", files, ParentImage::Default))
+    Ok(Some(LayerSpec::new("env-python", files, ParentImage::Default)))
 }
 
 /// A layer holding the repository at its environment commit with `prepare` run in it (network
@@ -246,13 +249,13 @@ fn repo_layer(
     repo_tree: RepoTree,
     prepare: &[String],
     after: &[String],
-) -> LayerSpec {
+) -> Result<LayerSpec, NulByte> {
     let mut steps = vec!["ARG BASE".to_owned(), "FROM ${BASE}".to_owned()];
     steps.extend(crate::sandbox::layers::PASSED_BUILD_ARGS.iter().map(|a| format!("ARG {a}")));
     steps.push("USER root".to_owned());
     steps.push(HOST_CA_STEPS.to_owned());
     if !extras.apt.is_empty() {
-        steps.push(apt_step(&[], &extras.apt));
+        steps.push(apt_step(&[], &extras.apt)?);
     }
     steps.push("ADD tree.tar /workspace/".to_owned());
     steps.push("COPY tree-files /tmp/rb-tree-files".to_owned());
@@ -267,7 +270,7 @@ fn repo_layer(
     let dockerfile = steps.join("\n") + "\n";
     let mut files = context(dockerfile, repo_tree);
     files.extend(install_files);
-    LayerSpec::new(name, files, parent)
+    Ok(LayerSpec::new(name, files, parent))
 }
 
 /// The toolchain of the host's `rustc` (rustup's, usually), copied into a layer with a C
@@ -292,7 +295,7 @@ fn rust_toolchain() -> Result<LayerSpec, String> {
     );
     let dockerfile = format!(
         "ARG BASE\nFROM ${{BASE}}\nUSER root\n{}\nCOPY host/ /opt/rust/\nENV PATH=/opt/rust/bin:{SYSTEM_PATH}\nUSER sandbox\n",
-        apt_step(&["gcc".into(), "libc6-dev".into(), "ca-certificates".into()], &[])
+        apt_step(&["gcc".into(), "libc6-dev".into(), "ca-certificates".into()], &[]).map_err(|e| e.to_string())?
     );
     let host_dir = crate::sandbox::layers::HostDir {
         root: sysroot.into(),
@@ -317,14 +320,15 @@ fn cargo_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpe
         // The base commit may not build its tests; what compiled is still reused.
         "RUN cargo test --offline --no-run || true".to_owned(),
     ];
-    Ok(repo_layer("env-cargo", ParentImage::Layer(Box::new(toolchain)), extras, repo_tree, &prepare, &[]))
+    repo_layer("env-cargo", ParentImage::Layer(Box::new(toolchain)), extras, repo_tree, &prepare, &[])
+        .map_err(|e| e.to_string())
 }
 
 /// Debian's Go; modules downloaded with the network (through the host's `GOPROXY` when set),
 /// the build cache warmed; tests then run with `GOPROXY=off`.
-fn go_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> LayerSpec {
+fn go_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpec, NulByte> {
     let prepare = vec![
-        apt_step(&["golang-go".into(), "ca-certificates".into()], &[]),
+        apt_step(&["golang-go".into(), "ca-certificates".into()], &[])?,
         "ENV GOPATH=/workspace/.go GOCACHE=/workspace/.go/cache".to_owned(),
         "RUN if [ -f go.sum ]; then go mod download; fi".to_owned(),
         "RUN go test -count=1 -run '^$' ./... || true".to_owned(),
@@ -335,7 +339,11 @@ fn go_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> LayerSpec {
 
 /// Debian's Node; `npm ci` (through the host's `NPM_CONFIG_REGISTRY` when set) only when
 /// package.json declares dependencies.
-fn node_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: RepoTree) -> LayerSpec {
+fn node_layer(
+    files: &TreeFiles<'_>,
+    extras: &TaskEnvironment,
+    repo_tree: RepoTree,
+) -> Result<LayerSpec, NulByte> {
     let declares_dependencies = files
         .read("package.json")
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
@@ -350,7 +358,7 @@ fn node_layer(files: &TreeFiles<'_>, extras: &TaskEnvironment, repo_tree: RepoTr
         packages.push("npm".into());
         prepare.push("RUN if [ -f package-lock.json ]; then npm ci; else npm install; fi".to_owned());
     }
-    prepare.insert(0, apt_step(&packages, &[]));
+    prepare.insert(0, apt_step(&packages, &[])?);
     repo_layer("env-node", ParentImage::Default, extras, repo_tree, &prepare, &[])
 }
 
@@ -431,13 +439,13 @@ fn tracked_paths(tree: &Tree<'_>) -> Vec<String> {
 const REMOVE_TRACKED: &str = "RUN xargs -0 rm -f -- < /tmp/rb-tree-files && rm /tmp/rb-tree-files \\\n    \
 && find /workspace -mindepth 1 -type d -empty -delete && chown -R sandbox:sandbox /workspace";
 
-pub(super) fn apt_step(always: &[String], asked: &[String]) -> String {
+pub(super) fn apt_step(always: &[String], asked: &[String]) -> Result<String, NulByte> {
     let packages: Vec<String> = always.iter().chain(asked).cloned().collect();
-    format!(
+    Ok(format!(
         "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {} \
          && rm -rf /var/lib/apt/lists/*",
-        shell_words(&packages)
-    )
+        shell::join(&packages)?
+    ))
 }
 
 /// The task's variables for the tests.
@@ -531,8 +539,8 @@ mod tests {
         let dockerfile = dockerfile(&environment).expect("a layer is built");
         assert!(dockerfile.contains("pip install --no-cache-dir -e '.[test]'"), "{dockerfile}");
         assert!(dockerfile.contains("-r requirements-dev.txt"), "{dockerfile}");
-        assert!(dockerfile.contains("'pyflakes==3.2.0'"), "{dockerfile}");
-        assert!(dockerfile.contains("'python3-venv' 'libpq-dev'"), "{dockerfile}");
+        assert!(dockerfile.contains("pip install --no-cache-dir 'pyflakes==3.2.0'\n"), "{dockerfile}");
+        assert!(dockerfile.contains("--no-install-recommends python3-venv libpq-dev "), "{dockerfile}");
         assert!(!dockerfile.contains("docs"), "only test extras: {dockerfile}");
         // The tree's own files go (each run copies the tree under test in); what the build
         // made stays.

@@ -10,6 +10,7 @@ use crate::grade::channel::{self, ResultsChannel, Tampered};
 use crate::grade::runners::RunnerKind;
 use crate::grade::{self, junit, pytest_log, StatusMap, StatusSource, Verdict};
 use crate::sandbox::{self, EnvSpec, ExecRequest, ExecResult, Sandbox};
+use crate::shell::{self, NulByte};
 use crate::tasks::ci::CiJob;
 use crate::tasks::services::RUNNER_NAME;
 use crate::tasks::SweTask;
@@ -51,25 +52,23 @@ impl TestRun {
         }
     }
 
+    /// A run that could not start because its command cannot be written.
+    fn unrunnable(why: NulByte) -> Self {
+        let exec = ExecResult::error(format!("the test command cannot be built: {why}"));
+        Self::new(exec, Err(Tampered::Inconsistent(why.to_string())), None)
+    }
+
     pub fn log(&self) -> String {
         format!("{}\n{}", self.exec.stdout, self.exec.stderr)
     }
 }
 
-fn shell_quote(word: &str) -> String {
-    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@+,".contains(c)) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
 /// The shell command that runs `tests` (files or node ids) with pytest and the harness plugin.
-fn pytest_command(tests: &[String], channel: &ResultsChannel) -> String {
+fn pytest_command(tests: &[String], channel: &ResultsChannel) -> Result<String, NulByte> {
     let mut words: Vec<String> = vec!["python3".into(), "-m".into(), "pytest".into()];
     words.extend(channel.pytest_args());
     words.extend(tests.iter().cloned());
-    words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
+    shell::join(&words)
 }
 
 /// How one task's tests are run.
@@ -87,12 +86,15 @@ pub struct TestPlan<'a> {
 }
 
 impl TestPlan<'_> {
-    /// The command a run uses, for the logs (its plugin name differs per run).
-    pub fn command_shown(&self) -> String {
+    /// The command a run uses (its plugin name differs per run); an error when a test file's
+    /// name cannot be a shell argument.
+    pub fn command(&self) -> Result<String, NulByte> {
         match (self.task.test_command(), self.runner) {
-            (Some(cmd), _) => cmd.to_owned(),
+            (Some(cmd), _) => Ok(cmd.to_owned()),
             (None, RunnerKind::Pytest) => pytest_command(self.test_files, &ResultsChannel::new(WORKSPACE)),
-            (None, runner) => super::runners::default_command(runner, self.test_files).unwrap_or_default(),
+            (None, runner) => {
+                Ok(super::runners::default_command(runner, self.test_files)?.unwrap_or_default())
+            }
         }
     }
 
@@ -185,7 +187,10 @@ impl TestPlan<'_> {
         runner: RunnerKind,
         group: Option<&S::Services>,
     ) -> Result<TestRun, sandbox::SandboxError> {
-        let command = self.command_shown();
+        let command = match self.command() {
+            Ok(command) => command,
+            Err(e) => return Ok(TestRun::unrunnable(e)),
+        };
         let order = ImportOrder::new(WORKSPACE);
         let (env, pythonpath) = imports::command_env(self.task_env_map(), &order, None);
         let handle = create_env(sandbox, self.spec, group).await?;
@@ -238,7 +243,10 @@ impl TestPlan<'_> {
                 cmd.to_owned()
             }
             // Our own command passes the plugin in argv.
-            None => pytest_command(self.test_files, &channel),
+            None => match pytest_command(self.test_files, &channel) {
+                Ok(command) => command,
+                Err(e) => return Ok(TestRun::unrunnable(e)),
+            },
         };
         let handle = create_env(sandbox, self.spec, group).await?;
         let outcome = async {

@@ -579,7 +579,15 @@ async fn grade_instance<S: Sandbox + 'static>(
         ci_jobs: &ci_jobs,
         log_dir: &log_dir,
     };
-    let _ = std::fs::write(log_dir.join("test_command.txt"), plan.command_shown());
+    match plan.command() {
+        Ok(command) => {
+            let _ = std::fs::write(log_dir.join("test_command.txt"), command);
+        }
+        Err(e) => {
+            result.detail = Some(format!("the task's tests cannot be run: {e}"));
+            return finish(result, started);
+        }
+    }
     let tests_started = Instant::now();
     let first = plan.run(&*sandbox, &prepared.tar).await;
     result.timings.tests_s = tests_started.elapsed().as_secs_f64();

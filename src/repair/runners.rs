@@ -18,14 +18,15 @@ use crate::tasks::ci::CiJob;
 
 use super::imports::{self, ImportOrder};
 use super::WORKSPACE;
+use crate::shell::{self, NulByte};
 
 /// Marks where one test file's TAP starts in the output of the Node command.
 const NODE_FILE_MARKER: &str = "# repairbench-file: ";
 
 /// The command a runner's tests run with, unless the task gives `test_cmd`. `test_files`:
 /// the task's test files (Node runs them one by one, so each test's id gets its file).
-pub fn default_command(runner: RunnerKind, test_files: &[String]) -> Option<String> {
-    match runner {
+pub fn default_command(runner: RunnerKind, test_files: &[String]) -> Result<Option<String>, NulByte> {
+    Ok(match runner {
         // Doctests and ignored tests run too but are not graded; `--offline` because the
         // dependencies were fetched when the environment was built.
         // The tree arrives with fixed file times, older than the environment's prebuilt
@@ -38,18 +39,18 @@ pub fn default_command(runner: RunnerKind, test_files: &[String]) -> Option<Stri
         ),
         RunnerKind::Go => Some("go test -json ./...".into()),
         RunnerKind::Node if test_files.is_empty() => Some("node --test --test-reporter=tap".into()),
-        RunnerKind::Node => Some(
-            test_files
-                .iter()
-                .map(|f| {
-                    let quoted = format!("'{}'", f.replace('\'', r"'\''"));
-                    format!("echo '{NODE_FILE_MARKER}'{quoted}; node --test --test-reporter=tap {quoted}")
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
+        RunnerKind::Node => {
+            let mut steps = Vec::new();
+            for file in test_files {
+                let quoted = shell::quote(file)?;
+                steps.push(format!(
+                    "echo '{NODE_FILE_MARKER}'{quoted}; node --test --test-reporter=tap {quoted}"
+                ));
+            }
+            Some(steps.join("; "))
+        }
         RunnerKind::Pytest | RunnerKind::Junit => None,
-    }
+    })
 }
 
 /// Node's output read file by file (see [`default_command`]).
@@ -142,18 +143,18 @@ impl CiOutcome {
 
 /// The shell script of one job: its variables, then each command, stopping at the first
 /// failure as CI runners do.
-fn job_script(job: &CiJob) -> String {
+fn job_script(job: &CiJob) -> Result<String, NulByte> {
     let mut script = String::from("set -e\n");
     for (name, value) in &job.variables {
-        if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            script.push_str(&format!("export {name}='{}'\n", value.replace('\'', r"'\''")));
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            script.push_str(&format!("export {name}={}\n", shell::quote(value)?));
         }
     }
     for command in &job.commands {
         script.push_str(command);
         script.push('\n');
     }
-    script
+    Ok(script)
 }
 
 /// Runs `jobs` in the order given (stage order), each in a fresh environment of its own holding
@@ -184,7 +185,10 @@ pub async fn run_ci_jobs<S: Sandbox>(
         });
     }
     for job in jobs.iter().filter(|j| j.unsupported.is_none()) {
-        let exec = run_ci_job(sandbox, spec, tree_tar, job, task_env, timeout).await?;
+        let exec = match job_script(job) {
+            Ok(script) => run_ci_job(sandbox, spec, tree_tar, job, script, task_env, timeout).await?,
+            Err(e) => ExecResult::error(format!("the job's script cannot be written: {e}")),
+        };
         let _ = std::fs::write(
             ci_logs.join(format!("{}.log", safe(&job.name))),
             format!(
@@ -208,6 +212,7 @@ async fn run_ci_job<S: Sandbox>(
     spec: &EnvSpec,
     tree_tar: &[u8],
     job: &CiJob,
+    script: String,
     task_env: Option<&std::collections::BTreeMap<String, String>>,
     timeout: Duration,
 ) -> Result<ExecResult, sandbox::SandboxError> {
@@ -220,7 +225,7 @@ async fn run_ci_job<S: Sandbox>(
         sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
         sandbox.copy_in(&handle, WORKSPACE, order.files(pythonpath.as_deref())).await?;
         let request = ExecRequest {
-            cmd: vec!["sh".into(), "-c".into(), job_script(job)],
+            cmd: vec!["sh".into(), "-c".into(), script],
             timeout,
             workdir: Some(WORKSPACE.into()),
             env,
@@ -257,7 +262,7 @@ mod tests {
             notes: Vec::new(),
             source: "gitlab".into(),
         };
-        let script = job_script(&job);
-        assert_eq!(script, "set -e\nexport LINT_STRICT='it'\\''s on'\npython3 -m pyflakes src\necho done\n");
+        let script = job_script(&job).unwrap();
+        assert_eq!(script, "set -e\nexport LINT_STRICT=\"it's on\"\npython3 -m pyflakes src\necho done\n");
     }
 }

@@ -14,7 +14,7 @@ use crate::sandbox::{ExecRequest, LayerSpec, Limits, ParentImage, Sandbox};
 use crate::tasks::services::{ReadyCheck, TaskService, DEFAULT_READY_TIMEOUT_S};
 use crate::tasks::{RepoLocator, SweTask};
 
-use super::environment::{apt_step, command_steps, context_files, shell_words, HOST_CA_STEPS, SYSTEM_PATH};
+use super::environment::{apt_step, command_steps, context_files, HOST_CA_STEPS, SYSTEM_PATH};
 
 /// Where a service's pip packages go (a venv that also sees Debian's Python packages).
 const SERVICE_VENV: &str = "/opt/service-venv";
@@ -57,12 +57,12 @@ fn service_layer(
     steps.push(HOST_CA_STEPS.to_owned());
     let venv_package = if build.pip.is_empty() { vec![] } else { vec!["python3-venv".to_owned()] };
     if !build.apt.is_empty() || !venv_package.is_empty() {
-        steps.push(apt_step(&venv_package, &build.apt));
+        steps.push(apt_step(&venv_package, &build.apt).map_err(|e| e.to_string())?);
     }
     if !build.pip.is_empty() {
         steps.push(format!(
             "RUN python3 -m venv --system-site-packages {SERVICE_VENV} && {SERVICE_VENV}/bin/pip install --no-cache-dir {}",
-            shell_words(&build.pip)
+            crate::shell::join(&build.pip).map_err(|e| e.to_string())?
         ));
         steps.push(format!("ENV PATH={SERVICE_VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={SERVICE_VENV}"));
     }

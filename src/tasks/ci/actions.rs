@@ -86,14 +86,6 @@ fn substitute(text: &str, combo: &Combination) -> String {
         .into_owned()
 }
 
-fn shell_quote(dir: &str) -> String {
-    if dir.chars().all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c)) {
-        dir.to_owned()
-    } else {
-        format!("'{}'", dir.replace('\'', r"'\''"))
-    }
-}
-
 fn working_directory(value: Option<&Value>) -> Option<String> {
     value.and_then(|v| v.get("run")).and_then(|r| r.get("working-directory")).and_then(scalar)
 }
@@ -200,7 +192,13 @@ impl JobReader<'_> {
         }
         let dir = step.get("working-directory").and_then(scalar).or(default_dir.map(String::from));
         let command = match dir.map(|d| substitute(&d, self.combo)) {
-            Some(dir) if dir != "." => format!("cd {} && {run}", shell_quote(&dir)),
+            Some(dir) if dir != "." => match crate::shell::quote(&dir) {
+                Ok(dir) => format!("cd {dir} && {run}"),
+                Err(e) => {
+                    self.unsupported(format!("its working-directory {e}"));
+                    run
+                }
+            },
             _ => run,
         };
         self.job.commands.push(command);
