@@ -5,6 +5,17 @@
 
 use std::time::Duration;
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+/// What a path segment keeps as is: RFC 3986's unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `text` as one URL path segment: everything but unreserved characters percent-encoded
+/// (`group/sub project` → `group%2Fsub%20project`, as GitLab wants a project path).
+pub fn encode_segment(text: &str) -> String {
+    utf8_percent_encode(text, UNRESERVED).to_string()
+}
+
 /// A token or key that never shows in `Debug` output or logs.
 #[derive(Clone)]
 pub struct Secret(String);

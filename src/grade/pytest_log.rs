@@ -58,7 +58,7 @@ pub fn parse_summary(log: &str) -> Option<StatusMap> {
 /// for checking the report against the summary.
 pub fn parse_summary_outcomes(log: &str) -> Option<StatusMap> {
     // A project's `addopts = --color=yes` colours the summary even though we ask for none.
-    let log = crate::strip_ansi(log);
+    let log = strip_ansi_escapes::strip_str(log);
     summary_lines(&log, |line, map| match line.strip_prefix("XPASS") {
         Some(rest) => read_status_line(&format!("PASSED{rest}"), map),
         None => read_line(line, map),
@@ -98,6 +98,15 @@ mod tests {
         assert_eq!(parse_summary(log).unwrap().get("tests/a.py::t2"), Some(&TestStatus::Failed));
         // SWE-bench's whole-log reading is fooled by the atexit print.
         assert_eq!(parse_whole_log(log).get("tests/a.py::t2"), Some(&TestStatus::Passed));
+    }
+
+    #[test]
+    fn a_coloured_summary_reads_like_a_plain_one() {
+        let log = "\u{1b}[36m\u{1b}[1m==== short test summary info ====\u{1b}[0m\n\u{1b}[32mPASSED\u{1b}[0m tests/a.py::t1\n\
+                   \u{1b}[31mFAILED\u{1b}[0m tests/a.py::t2 - \u{1b}(Bboom\n\u{1b}[31m==== 1 failed, 1 passed in 0.1s ====\u{1b}[0m\n";
+        let map = parse_summary_outcomes(log).unwrap();
+        assert_eq!(map.get("tests/a.py::t1"), Some(&TestStatus::Passed));
+        assert_eq!(map.get("tests/a.py::t2"), Some(&TestStatus::Failed));
     }
 
     #[test]

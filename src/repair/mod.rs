@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::grade::{self, Resolution, StatusMap, StatusSource, TestsStatus, Verdict};
 use crate::patch::{protect::Tampering, ApplyMethod};
@@ -263,7 +262,7 @@ impl StoredRecord for InstanceResult {
 pub use crate::tasks::safe_name;
 
 fn sha256_file(path: &Path) -> Option<String> {
-    std::fs::read(path).ok().map(|b| hex::encode(Sha256::digest(&b)))
+    crate::digest::sha256_file(path).ok()
 }
 
 fn git_version() -> Option<String> {

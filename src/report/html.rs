@@ -8,6 +8,7 @@
 //! the hash of our one script backs this up: even markup that slipped through could not run
 //! script or fetch anything.
 
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 /// HTML that is safe to place in a page: escaped text, or markup made by this module's
@@ -94,22 +95,11 @@ pub fn text_tag(name: &'static str, attrs: &[(&'static str, &str)], text: &str) 
 /// A link to a file beside the report, given as path segments; each segment is
 /// percent-encoded, so no segment can become a scheme (`javascript:`), a query or a parent.
 pub fn relative_link(segments: &[&str], label: &str) -> Markup {
-    let encode = |segment: &str| -> String {
-        segment
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect()
-    };
     // "." and ".." survive encoding and would climb out of the report's folder.
     if segments.iter().any(|s| matches!(*s, "" | "." | "..")) {
         return Markup::text(label);
     }
-    let href: Vec<String> = segments.iter().map(|s| encode(s)).collect();
+    let href: Vec<String> = segments.iter().map(|s| crate::http::encode_segment(s)).collect();
     Markup(format!("<a href=\"{}\">{}</a>", escape(&href.join("/")), escape(label)))
 }
 
@@ -327,7 +317,7 @@ const SCRIPT: &str = include_str!("html/page.js");
 
 /// The whole page: `title` in the header, `body` in the main part, our style and script.
 pub fn page(title: &str, subtitle: &str, body: Markup) -> String {
-    let script_hash = crate::base64(&Sha256::digest(SCRIPT.as_bytes()));
+    let script_hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT.as_bytes()));
     // Nothing may be fetched or run but our own inline script; images only as data.
     let policy = format!(
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'"

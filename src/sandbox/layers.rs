@@ -345,7 +345,7 @@ async fn build_once(
     let failed = |log: &BuildLog, message: String| ImageError::Build {
         layer: name.to_string(),
         step: log.step.clone(),
-        message: format!("{}\nlast output:\n{}", crate::strip_ansi(&message), log.tail(15)),
+        message: format!("{}\nlast output:\n{}", strip_ansi_escapes::strip_str(&message), log.tail(15)),
         log: log.text.clone(),
     };
     while let Some(item) = stream.next().await {
@@ -404,7 +404,7 @@ impl BuildLog {
     }
 
     fn push(&mut self, line: &str) {
-        let line = &crate::strip_ansi(line);
+        let line = &strip_ansi_escapes::strip_str(line);
         // The classic builder announces each instruction as `Step N/M : INSTRUCTION`.
         if let Some((_, instruction)) = line.trim().strip_prefix("Step ").and_then(|l| l.split_once(" : ")) {
             self.step = Some(instruction.to_string());

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::kernel::Kernel;
@@ -20,11 +19,12 @@ use super::def::SuiteKind;
 pub use super::items::mc_predictions;
 use super::items::{Run, GENERATE_CHUNK};
 use super::metrics::{aggregate_run, Aggregate, MetricResult};
-use super::prompt::{make_docs, render_with, sha256_hex, Doc};
+use super::prompt::{make_docs, render_with, Doc};
 use super::record::SampleRecord;
 use super::reports::{count_outcomes, outcome_label};
 use super::source::DataSource;
 use super::SuiteError;
+use crate::digest::sha256_hex;
 
 /// What to evaluate and where to write it.
 #[derive(Debug, Clone)]
@@ -90,12 +90,11 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SuiteError + '_ {
 }
 
 fn file_sha256(path: &Path) -> Result<String, SuiteError> {
-    let bytes = std::fs::read(path).map_err(io_err(path))?;
-    Ok(hex::encode(Sha256::digest(&bytes)))
+    crate::digest::sha256_file(path).map_err(io_err(path))
 }
 
 fn row_sha256(doc: &Doc) -> String {
-    sha256_hex(&serde_json::to_string(&doc.row.fields).expect("a JSON map serializes"))
+    sha256_hex(serde_json::to_string(&doc.row.fields).expect("a JSON map serializes"))
 }
 
 /// Resolves the test and few-shot files.

@@ -9,9 +9,10 @@ use crate::model::{
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::Suite;
-use super::prompt::{build_prompt, choice_item, render_with, sha256_hex, stable_hash, Doc};
+use super::prompt::{build_prompt, choice_item, render_with, stable_hash, Doc};
 use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
 use super::SuiteError;
+use crate::digest::sha256_hex;
 
 /// Docs handed to the model at once by generation suites: enough to keep a batch of decoding
 /// sequences full while records are still kept every few dozen docs.

@@ -268,10 +268,6 @@ pub fn build_prompt(
     Ok(out)
 }
 
-pub fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
 /// Renders a template of the suite with the row's fields plus `extra`.
 pub fn render_with(
     suite: &Suite,

@@ -115,19 +115,7 @@ impl std::fmt::Debug for GitLab {
     }
 }
 
-/// A path segment with everything but unreserved characters percent-encoded, as GitLab wants
-/// a project path (`group/sub/project` → `group%2Fsub%2Fproject`).
-pub fn encode_segment(text: &str) -> String {
-    let mut out = String::new();
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
+pub use crate::http::encode_segment;
 
 /// The URL in a `Link` header whose `rel` is `next`.
 fn next_link(header: &str) -> Option<String> {

@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use sha2::{Digest, Sha256};
-
 use super::SweTask;
 
 /// The default URL template; `{repo}` is `OWNER/NAME`, `{owner}` and `{name}` its parts.
@@ -98,7 +96,7 @@ impl RepoLocator {
             detail: e.to_string(),
         })?;
         // Keyed by content so an edited bundle is unpacked afresh.
-        let key = hex::encode(&Sha256::digest(&bytes)[..8]);
+        let key = crate::digest::sha256_hex(&bytes)[..16].to_owned();
         let dest = self.cache_dir.join("bundles").join(format!("{key}.git"));
         if dest.is_dir() {
             return Ok(dest);

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+use base64::Engine as _;
+
 use crate::http::Secret;
 use crate::tasks::gitlab::{self, GitLab, MergeRequest};
 
@@ -156,7 +158,7 @@ fn clone_gitlab(source: &GitLabSource, project: &gitlab::Project, dest: &Path) -
     let mut config = Vec::new();
     if let Some(token) = &source.token {
         // GitLab takes a personal, project or group token as the password of any user.
-        let basic = crate::base64(format!("oauth2:{}", token.expose()).as_bytes());
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("oauth2:{}", token.expose()));
         config.push(("http.extraHeader".to_owned(), format!("Authorization: Basic {basic}")));
     }
     if let Some(ca) = &source.ca_cert {
