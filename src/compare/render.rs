@@ -128,26 +128,10 @@ pub fn markdown(c: &Comparison) -> String {
     out
 }
 
-/// XML text: escaped, without the control characters XML 1.0 cannot hold.
-fn xml(text: &str) -> String {
-    let clean: String = text.chars().filter(|c| *c >= ' ' || matches!(c, '\t' | '\n' | '\r')).collect();
-    quick_xml::escape::escape(clean.as_str()).into_owned()
-}
-
 /// JUnit XML: one test case per paired item, failing for the items that regressed, so a CI
 /// server shows each regression as a failed test. The comparison's numbers are properties.
 pub fn junit(c: &Comparison) -> String {
-    let failures = c.regressions.len();
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let name = xml(&format!("repairbench compare {}", c.metric));
-    writeln!(out, "<testsuites name=\"{name}\" tests=\"{}\" failures=\"{failures}\">", c.n_pairs).unwrap();
-    writeln!(
-        out,
-        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
-        c.n_pairs
-    )
-    .unwrap();
-    out.push_str("    <properties>\n");
+    use crate::report::junit::{self, Case, CaseOutcome};
     let properties = [
         ("verdict", c.verdict.as_str().to_owned()),
         ("base", format_value(c.base)),
@@ -157,23 +141,23 @@ pub fn junit(c: &Comparison) -> String {
         ("p_value", c.p_value.to_string()),
         ("test", c.test.as_str().to_owned()),
     ];
-    for (key, value) in properties {
-        writeln!(out, "      <property name=\"{key}\" value=\"{}\"/>", xml(&value)).unwrap();
-    }
-    out.push_str("    </properties>\n");
-    let class = xml(&c.metric);
-    for pair in &c.pairs {
-        let id = xml(&pair.id);
-        if pair.new < pair.base {
-            let message = xml(&format!("regressed: base {}, new {}", pair.base_label, pair.new_label));
-            writeln!(out, "    <testcase classname=\"{class}\" name=\"{id}\">").unwrap();
-            writeln!(out, "      <failure type=\"regression\" message=\"{message}\">{message}</failure>")
-                .unwrap();
-            out.push_str("    </testcase>\n");
-        } else {
-            writeln!(out, "    <testcase classname=\"{class}\" name=\"{id}\"/>").unwrap();
-        }
-    }
-    out.push_str("  </testsuite>\n</testsuites>\n");
-    out
+    let cases: Vec<Case> = c
+        .pairs
+        .iter()
+        .map(|pair| Case {
+            classname: c.metric.clone(),
+            name: pair.id.clone(),
+            time_s: 0.0,
+            outcome: if pair.new < pair.base {
+                CaseOutcome::Failed {
+                    kind: "regression".into(),
+                    message: format!("regressed: base {}, new {}", pair.base_label, pair.new_label),
+                }
+            } else {
+                CaseOutcome::Passed
+            },
+            output: None,
+        })
+        .collect();
+    junit::render(&format!("repairbench compare {}", c.metric), &properties, &cases)
 }

@@ -113,5 +113,5 @@ pub fn junit(report: &GradeReport, out_dir: &Path) -> String {
             }
         })
         .collect();
-    junit::render("repairbench swe grade", &cases)
+    junit::render("repairbench swe grade", &[], &cases)
 }

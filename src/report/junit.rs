@@ -1,6 +1,7 @@
 //! JUnit XML for CI test reports (GitLab's `artifacts:reports:junit`, Jenkins): one
 //! `testcase` per graded item, in the layout of the schema those tools read (testsuites >
-//! testsuite > testcase with failure / error / skipped, system-out).
+//! testsuite > properties, testcase with failure / error / skipped, system-out). The one
+//! writer of JUnit XML: grading, suites and `compare` all go through [`render`].
 
 use quick_xml::escape::escape;
 
@@ -42,8 +43,8 @@ fn xml_text(text: &str) -> String {
     escape(&clean).into_owned()
 }
 
-/// One test suite named `suite` holding `cases`.
-pub fn render(suite: &str, cases: &[Case]) -> String {
+/// One test suite named `suite` holding `cases`, with `properties` (name, value) first.
+pub fn render(suite: &str, properties: &[(&str, String)], cases: &[Case]) -> String {
     let count = |f: fn(&CaseOutcome) -> bool| cases.iter().filter(|c| f(&c.outcome)).count();
     let failures = count(|o| matches!(o, CaseOutcome::Failed { .. }));
     let errors = count(|o| matches!(o, CaseOutcome::Error { .. }));
@@ -60,6 +61,17 @@ pub fn render(suite: &str, cases: &[Case]) -> String {
         suite = xml_text(suite),
         tests = cases.len()
     ));
+    if !properties.is_empty() {
+        xml.push_str("    <properties>\n");
+        for (name, value) in properties {
+            xml.push_str(&format!(
+                "      <property name=\"{}\" value=\"{}\"/>\n",
+                xml_text(name),
+                xml_text(value)
+            ));
+        }
+        xml.push_str("    </properties>\n");
+    }
     for case in cases {
         xml.push_str(&format!(
             "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
@@ -134,7 +146,7 @@ mod tests {
                 output: None,
             },
         ];
-        let xml = render("repairbench swe", &cases);
+        let xml = render("repairbench swe", &[("verdict", "a<b".into())], &cases);
         assert!(
             xml.contains("tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"0\" time=\"3.000\""),
             "{xml}"
@@ -142,6 +154,7 @@ mod tests {
         assert!(xml.contains("name=\"a&lt;1&gt;\""));
         assert!(xml.contains("message=\"x &amp; &quot;y&quot;\""), "control characters dropped: {xml}");
         assert!(xml.contains("<system-out>log &lt;tail&gt;</system-out>"));
+        assert!(xml.contains("<property name=\"verdict\" value=\"a&lt;b\"/>"), "{xml}");
         let report = crate::grade::junit::parse(&xml, &[]).expect("our own reader reads it back");
         assert_eq!(report.tests, 3);
     }

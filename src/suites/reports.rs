@@ -109,7 +109,7 @@ pub fn junit(suite: &str, records: &BTreeMap<String, SampleRecord>) -> String {
             }
         })
         .collect();
-    junit::render(&format!("repairbench eval {suite}"), &cases)
+    junit::render(&format!("repairbench eval {suite}"), &[], &cases)
 }
 
 /// The view files, in the order [`write_views`] writes them.
