@@ -121,7 +121,7 @@ fn build_environments(
         dataset,
         predictions: repairbench::tasks::PredictionSource::Gold,
         repos,
-        url_template: std::env::var(repairbench::env::REPO_URL_TEMPLATE).ok(),
+        url_template: repairbench::env::get(repairbench::env::REPO_URL_TEMPLATE),
         cache_dir: repairbench::env::cache_dir(),
         out: std::path::PathBuf::new(),
         settings,

@@ -157,10 +157,7 @@ pub struct ModelArgs {
 
 impl ModelArgs {
     pub fn choice(&self) -> repairbench::run::pipeline::ModelChoice {
-        let api_key = std::env::var(&self.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty())
-            .map(repairbench::http::Secret::new);
+        let api_key = repairbench::env::get(&self.api_key_env).map(repairbench::http::Secret::new);
         repairbench::run::pipeline::ModelChoice {
             source: self.model.clone(),
             remote: repairbench::model::openai::RemoteSettings {

@@ -80,7 +80,7 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
     let source = match (args.repo, args.gitlab, args.project) {
         (Some(repo), _, _) => HarvestSource::Git { repo, commits: args.commits },
         (None, Some(url), Some(project)) => {
-            let token = std::env::var(&args.token_env).ok().filter(|t| !t.is_empty()).map(Secret::new);
+            let token = repairbench::env::get(&args.token_env).map(Secret::new);
             if token.is_none() {
                 tracing::info!(variable = %args.token_env, "no GitLab token set: only public projects can be read");
             }

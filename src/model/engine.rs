@@ -70,7 +70,8 @@ impl Engine {
         let started = Instant::now();
         // candle's ops run on rayon's global pool, and our kernels' team takes its size from
         // it: size it once from REPAIRBENCH_THREADS (an error only means it was already built).
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(crate::env::threads()).build_global();
+        let threads = crate::env::threads()?;
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
         let mut file = GgufFile::open(path)?;
         let config = file.config()?;
         let tokenizer = TextTokenizer::load(&file)?;

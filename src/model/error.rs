@@ -63,6 +63,8 @@ pub enum ModelError {
     Source(#[from] super::source::SourceError),
     #[error("tensor computation failed")]
     Compute(#[from] candle_core::Error),
+    #[error(transparent)]
+    Setting(#[from] crate::env::BadVariable),
 }
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

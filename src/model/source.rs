@@ -72,16 +72,15 @@ pub struct CacheRoots {
 
 impl CacheRoots {
     pub fn from_env() -> Self {
-        let hf_home = std::env::var_os(crate::env::HF_HOME).map(PathBuf::from).unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
-            PathBuf::from(home).join(".cache").join("huggingface")
-        });
+        let hf_home = crate::env::get_os(crate::env::HF_HOME)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| crate::env::home().join(".cache").join("huggingface"));
         Self {
             cache: crate::env::cache_dir(),
             hf_home,
-            hf_endpoint: std::env::var(crate::env::HF_ENDPOINT)
-                .unwrap_or_else(|_| DEFAULT_HF_ENDPOINT.to_string()),
-            hf_token: std::env::var(crate::env::HF_TOKEN).ok().filter(|t| !t.is_empty()),
+            hf_endpoint: crate::env::get(crate::env::HF_ENDPOINT)
+                .unwrap_or_else(|| DEFAULT_HF_ENDPOINT.to_string()),
+            hf_token: crate::env::get(crate::env::HF_TOKEN),
         }
     }
 }

@@ -285,7 +285,7 @@ fn rust_toolchain() -> Result<LayerSpec, String> {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let rustc = crate::env::get(crate::env::RUSTC).unwrap_or_else(|| "rustc".into());
     let sysroot = run(&rustc, &["--print", "sysroot"])
         .ok_or("the `cargo` runner copies the host's Rust toolchain, but `rustc` is not on PATH")?;
     let identity = format!(
@@ -372,9 +372,9 @@ GIT_SSL_CAINFO=/etc/ssl/certs/repairbench-host-ca.pem REQUESTS_CA_BUNDLE=/etc/ss
 
 /// The host's CA bundle: `SSL_CERT_FILE`, pip's `PIP_CERT`, or Debian's bundle.
 fn host_ca_bundle() -> Vec<u8> {
-    ["SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE"]
+    crate::env::HOST_CA_BUNDLE
         .iter()
-        .filter_map(|v| std::env::var(v).ok())
+        .filter_map(|v| crate::env::get(v))
         .chain(["/etc/ssl/certs/ca-certificates.crt".to_owned()])
         .find_map(|path| std::fs::read(path).ok())
         .unwrap_or_default()

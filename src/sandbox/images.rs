@@ -160,7 +160,7 @@ pub fn base_tag() -> String {
 
 /// The mirror for the base: `REPAIRBENCH_DEBIAN_MIRROR`, else the host's apt configuration.
 pub fn debian_mirror() -> Result<String, ImageError> {
-    if let Ok(mirror) = std::env::var(crate::env::DEBIAN_MIRROR) {
+    if let Some(mirror) = crate::env::get(crate::env::DEBIAN_MIRROR) {
         if !mirror.trim().is_empty() {
             return Ok(mirror.trim().to_string());
         }
@@ -171,7 +171,7 @@ pub fn debian_mirror() -> Result<String, ImageError> {
 }
 
 fn find_on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
+    let path = crate::env::get_os(crate::env::PATH)?;
     std::env::split_paths(&path)
         .chain(["/usr/sbin".into(), "/sbin".into()])
         .map(|dir| dir.join(program))

@@ -19,22 +19,7 @@ use super::images::{
     LABEL_INPUTS, LABEL_LAYER,
 };
 
-/// Host settings passed to every layer build as build arguments, so a layer that installs
-/// packages uses the same package index, proxy or mirror as the host. A Dockerfile declares
-/// the ones it uses with `ARG`.
-pub const PASSED_BUILD_ARGS: &[&str] = &[
-    "PIP_INDEX_URL",
-    "PIP_EXTRA_INDEX_URL",
-    "PIP_TRUSTED_HOST",
-    "GOPROXY",
-    "GONOSUMDB",
-    "GOFLAGS",
-    "NPM_CONFIG_REGISTRY",
-    "CARGO_REGISTRIES_CRATES_IO_PROTOCOL",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-];
+pub use crate::env::PASSED_BUILD_ARGS;
 
 pub use super::docker::policy::{WORKSPACE_SEED, WORKSPACE_SEED_LABEL};
 
@@ -381,7 +366,7 @@ async fn build_once(
 fn build_args(parent: &str) -> HashMap<String, String> {
     let mut args = HashMap::from([("BASE".to_string(), parent.to_string())]);
     for name in super::layers::PASSED_BUILD_ARGS {
-        if let Ok(value) = std::env::var(name) {
+        if let Some(value) = crate::env::get(name) {
             args.insert(name.to_string(), value);
         }
     }

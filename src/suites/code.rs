@@ -247,6 +247,7 @@ pub fn sandbox_runner(
     let mut spec = EnvSpec::new(image);
     // Programs run side by side; give the container a CPU per worker (up to the host's). The
     // other limits and the user are set per run by `program_env`.
-    spec.limits.cpus = workers.clamp(1, crate::env::threads()) as f64;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    spec.limits.cpus = workers.clamp(1, cores) as f64;
     SandboxCodeRunner { sandbox, spec, runtime, workers }
 }

@@ -77,7 +77,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
 /// Suites are read from it only when `REPAIRBENCH_HARNESS` is set; otherwise the shipped
 /// copies inside the binary are used (see [`load_suite`]).
 pub fn suites_dir() -> PathBuf {
-    match std::env::var_os(crate::env::HARNESS_DIR) {
+    match crate::env::get_os(crate::env::HARNESS_DIR) {
         Some(dir) => PathBuf::from(dir).join("suites"),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("harness").join("suites"),
     }
@@ -90,7 +90,7 @@ pub fn load_suite(name_or_path: &str) -> Result<Suite, SuiteError> {
     if name_or_path.ends_with(".toml") || as_path.is_file() {
         return Suite::load(as_path);
     }
-    let known: Vec<String> = if std::env::var_os(crate::env::HARNESS_DIR).is_some() {
+    let known: Vec<String> = if crate::env::get_os(crate::env::HARNESS_DIR).is_some() {
         let dir = suites_dir();
         let path = dir.join(format!("{name_or_path}.toml"));
         if path.is_file() {
