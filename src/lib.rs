@@ -27,6 +27,10 @@ pub mod stats;
 pub mod suites;
 pub mod tasks;
 
+/// The `tracing` target of the few notices a user should see while they wait (an image being
+/// built or bootstrapped): the CLI shows them at its default verbosity, plainly.
+pub const PROGRESS: &str = "repairbench::progress";
+
 /// An error and its `#[source]` chain on one line (`outer: cause: root cause`), for reports
 /// and logs that keep text only.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

@@ -15,7 +15,7 @@ pub enum ImagesCommand {
     /// directory on top of a parent image, or (with --dataset) the environment of every
     /// instance of a dataset. Unchanged layers are not rebuilt.
     Build {
-        /// Build the environments of this dataset's instances (exit 3 if any fails).
+        /// Build the environments of this dataset's instances (exit 6 if any fails).
         #[arg(long, conflicts_with = "dir")]
         dataset: Option<std::path::PathBuf>,
         /// Repositories for --dataset, as in `swe grade --repos`.

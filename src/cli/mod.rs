@@ -120,15 +120,25 @@ impl Cli {
     }
 }
 
+/// Logs on stderr (`-v`, `REPAIRBENCH_LOG`), and the library's progress notices
+/// ([`repairbench::PROGRESS`]) as plain lines at every verbosity.
 pub fn init_logging(verbose: u8) {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
     let default = match verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
-    let filter = EnvFilter::try_from_env(repairbench::env::LOG).unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let logs = EnvFilter::try_from_env(repairbench::env::LOG)
+        .unwrap_or_else(|_| EnvFilter::new(default))
+        .add_directive(format!("{}=off", repairbench::PROGRESS).parse().expect("a valid directive"));
+    let progress = Targets::new().with_target(repairbench::PROGRESS, LevelFilter::INFO);
+    let plain = tracing_subscriber::fmt::layer().without_time().with_target(false).with_level(false);
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(logs))
+        .with(plain.with_writer(std::io::stderr).with_filter(progress))
+        .try_init();
 }
 
 /// `--model` and, for `openai:BASE_URL`, how to reach the server.

@@ -213,7 +213,7 @@ pub fn prebuild(mut plan: GradePlan) -> Result<Vec<repair::prebuild::PrebuiltEnv
     (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
     let tasks = crate::tasks::load_tasks(&plan.dataset).map_err(repair::RunError::Dataset)?;
     for skipped in &tasks.skipped {
-        eprintln!("skipped {}: {}", skipped.location, skipped.reason);
+        tracing::warn!("skipped {}: {}", skipped.location, skipped.reason);
     }
     let locator = Arc::new(crate::tasks::RepoLocator::new(
         plan.repos.clone(),

@@ -199,7 +199,8 @@ pub async fn ensure_base(docker: &Docker) -> Result<String, ImageError> {
     if !running_as_root() {
         return Err(ImageError::NotRoot);
     }
-    eprintln!(
+    tracing::info!(
+        target: crate::PROGRESS,
         "repairbench: base image {tag} is missing; bootstrapping Debian {BASE_SUITE} from {mirror} \
          (takes about a minute, done once)"
     );
@@ -215,7 +216,7 @@ pub async fn ensure_base(docker: &Docker) -> Result<String, ImageError> {
         tracing::warn!("could not remove bootstrap directory {}: {e}", work.display());
     }
     result?;
-    eprintln!("repairbench: base image {tag} ready in {:.0} s", started.elapsed().as_secs_f64());
+    tracing::info!(target: crate::PROGRESS, "repairbench: base image {tag} ready in {:.0} s", started.elapsed().as_secs_f64());
     Ok(tag)
 }
 

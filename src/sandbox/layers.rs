@@ -309,7 +309,7 @@ async fn build_once(
     parent: &str,
     context: impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
 ) -> Result<String, ImageError> {
-    eprintln!("repairbench: building image layer {tag} (from {parent})");
+    tracing::info!(target: crate::PROGRESS, "repairbench: building image layer {tag} (from {parent})");
     let started = Instant::now();
     let bar = spinner(format!("building {tag}"));
     let labels = HashMap::from([
@@ -358,7 +358,7 @@ async fn build_once(
     if !image_exists(docker, tag).await? {
         return Err(failed(&log, "the engine reported no error, but the image is missing".into()));
     }
-    eprintln!("repairbench: image {tag} built in {:.1} s", started.elapsed().as_secs_f64());
+    tracing::info!(target: crate::PROGRESS, "repairbench: image {tag} built in {:.1} s", started.elapsed().as_secs_f64());
     Ok(tag.to_string())
 }
 
