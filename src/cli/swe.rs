@@ -22,7 +22,7 @@ pub enum SweCommand {
     Run(RunArgs),
     /// Check that each instance is a fair task: gold resolves it, and without a patch every
     /// FAIL_TO_PASS test fails while PASS_TO_PASS passes. Writes OUT/validation.json (and the
-    /// two grading runs under OUT/gold and OUT/unpatched); exits 3 if any instance is invalid.
+    /// two grading runs under OUT/gold and OUT/unpatched); exits 5 if any instance is invalid.
     Validate(ValidateArgs),
 }
 
