@@ -12,6 +12,8 @@ use crate::grade::runners::{self, RunnerKind};
 use crate::sandbox::layers::workspace_seed_steps;
 use crate::sandbox::{LayerSpec, ParentImage};
 use crate::shell::{self, NulByte};
+
+use super::prepare::TaskError;
 use crate::tasks::{SweTask, TaskEnvironment};
 
 /// The only Python the images have (Debian bookworm's python3).
@@ -61,45 +63,35 @@ impl TreeFiles<'_> {
 }
 
 /// Plans the environment of `task`, whose environment commit has tree `tree` in `repo`.
-pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Environment, String> {
+pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Environment, TaskError> {
     let files = TreeFiles { repo, tree };
     let extras = task.environment.clone().unwrap_or_default();
     let root = files.root_names();
     let test_files = crate::patch::files_touched(&task.test_patch);
     let runner = match extras.runner {
         Some(runner) => runner,
-        None => runners::detect(&test_files, &root).ok_or_else(|| {
-            "cannot tell which test runner this repository uses (no Cargo.toml, go.mod, package.json \
-             or Python project file); set `environment.runner`"
-                .to_owned()
-        })?,
+        None => runners::detect(&test_files, &root).ok_or(TaskError::UnknownRunner)?,
     };
     if let Some(image) = &extras.image {
         return Ok(Environment { runner, image: ImageChoice::Given(image.clone()), env: Vec::new() });
     }
     if let Some(wanted) = &extras.python {
         if !(DEBIAN_PYTHON.starts_with(wanted.as_str()) || wanted == "3") {
-            return Err(format!(
-                "the task wants Python {wanted}, but the images have only Debian's python3 \
-                 ({DEBIAN_PYTHON}); give an `environment.image` that has it"
-            ));
+            return Err(TaskError::PythonVersion { wanted: wanted.clone(), available: DEBIAN_PYTHON });
         }
     }
     let repo_tree = RepoTree {
-        tar: crate::patch::tree::tree_tar(repo, tree)
-            .map_err(|e| format!("packing the tree: {}", e.message()))?,
+        tar: crate::patch::tree::tree_tar(repo, tree).map_err(TaskError::git("packing the tree"))?,
         paths: tracked_paths(tree),
     };
-    let nul = |e: NulByte| e.to_string();
     let (layer, env) = match runner {
-        RunnerKind::Pytest => (python_layer(&files, &extras, repo_tree).map_err(nul)?, Vec::new()),
+        RunnerKind::Pytest => (python_layer(&files, &extras, repo_tree)?, Vec::new()),
         RunnerKind::Cargo => (Some(cargo_layer(&extras, repo_tree)?), Vec::new()),
-        RunnerKind::Go => (Some(go_layer(&extras, repo_tree).map_err(nul)?), Vec::new()),
-        RunnerKind::Node => (Some(node_layer(&files, &extras, repo_tree).map_err(nul)?), Vec::new()),
+        RunnerKind::Go => (Some(go_layer(&extras, repo_tree)?), Vec::new()),
+        RunnerKind::Node => (Some(node_layer(&files, &extras, repo_tree)?), Vec::new()),
         // A JUnit-writing tool brings its own image, or installs through `apt`/`install`.
         RunnerKind::Junit => {
-            let layer = repo_layer("env-junit", ParentImage::Default, &extras, repo_tree, &[], &[]);
-            (Some(layer.map_err(nul)?), Vec::new())
+            (Some(repo_layer("env-junit", ParentImage::Default, &extras, repo_tree, &[], &[])?), Vec::new())
         }
     };
     let image = match layer {
@@ -276,7 +268,7 @@ fn repo_layer(
 /// The toolchain of the host's `rustc` (rustup's, usually), copied into a layer with a C
 /// linker from Debian: Debian bookworm's own Rust (1.63) is too old for most crates, and no
 /// toolchain download site may be reachable. The tag hashes `rustc -vV` and `cargo -V`.
-fn rust_toolchain() -> Result<LayerSpec, String> {
+fn rust_toolchain() -> Result<LayerSpec, TaskError> {
     let run = |program: &str, args: &[&str]| {
         std::process::Command::new(program)
             .args(args)
@@ -286,8 +278,7 @@ fn rust_toolchain() -> Result<LayerSpec, String> {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
     let rustc = crate::env::get(crate::env::RUSTC).unwrap_or_else(|| "rustc".into());
-    let sysroot = run(&rustc, &["--print", "sysroot"])
-        .ok_or("the `cargo` runner copies the host's Rust toolchain, but `rustc` is not on PATH")?;
+    let sysroot = run(&rustc, &["--print", "sysroot"]).ok_or(TaskError::NoRustc)?;
     let identity = format!(
         "{}\n{}",
         run(&rustc, &["-vV"]).unwrap_or_default(),
@@ -295,7 +286,7 @@ fn rust_toolchain() -> Result<LayerSpec, String> {
     );
     let dockerfile = format!(
         "ARG BASE\nFROM ${{BASE}}\nUSER root\n{}\nCOPY host/ /opt/rust/\nENV PATH=/opt/rust/bin:{SYSTEM_PATH}\nUSER sandbox\n",
-        apt_step(&["gcc".into(), "libc6-dev".into(), "ca-certificates".into()], &[]).map_err(|e| e.to_string())?
+        apt_step(&["gcc".into(), "libc6-dev".into(), "ca-certificates".into()], &[])?
     );
     let host_dir = crate::sandbox::layers::HostDir {
         root: sysroot.into(),
@@ -312,7 +303,7 @@ fn rust_toolchain() -> Result<LayerSpec, String> {
 
 /// Dependencies fetched with the network (`cargo fetch`), the tests built once so the
 /// dependencies are compiled in the kept `target/`; tests then run `--offline`.
-fn cargo_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpec, String> {
+fn cargo_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpec, TaskError> {
     let toolchain = rust_toolchain()?;
     let prepare = vec![
         "ENV CARGO_HOME=/workspace/.cargo-home".to_owned(),
@@ -320,8 +311,7 @@ fn cargo_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpe
         // The base commit may not build its tests; what compiled is still reused.
         "RUN cargo test --offline --no-run || true".to_owned(),
     ];
-    repo_layer("env-cargo", ParentImage::Layer(Box::new(toolchain)), extras, repo_tree, &prepare, &[])
-        .map_err(|e| e.to_string())
+    Ok(repo_layer("env-cargo", ParentImage::Layer(Box::new(toolchain)), extras, repo_tree, &prepare, &[])?)
 }
 
 /// Debian's Go; modules downloaded with the network (through the host's `GOPROXY` when set),
@@ -554,6 +544,7 @@ mod tests {
         let tree = repo.find_tree(tree).unwrap();
         let old = TaskEnvironment { python: Some("3.8".into()), ..Default::default() };
         let err = plan(&repo, &tree, &task("tests/test_x.py", Some(old))).unwrap_err();
+        let err = err.to_string();
         assert!(err.contains("Python 3.8") && err.contains("environment.image"), "{err}");
         let given = TaskEnvironment {
             image: Some("team/py38:1".into()),

@@ -434,7 +434,7 @@ pub async fn environment_image<S: Sandbox>(
     };
     let environment = match planned {
         Ok(Ok(environment)) => environment,
-        Ok(Err(why)) => return Err(("environment_unknown", why)),
+        Ok(Err(why)) => return Err(("environment_unknown", crate::error_chain(&why))),
         Err(e) => return Err(("environment_unknown", format!("internal error while planning: {e}"))),
     };
     let runner = environment.runner;
@@ -528,7 +528,7 @@ async fn grade_instance<S: Sandbox + 'static>(
             return finish(result, started);
         }
         Ok(Err(prepare::PrepareError::Task(why))) => {
-            result.detail = Some(why);
+            result.detail = Some(crate::error_chain(&why));
             return finish(result, started);
         }
         Err(e) => {

@@ -22,7 +22,54 @@ pub enum PrepareError {
     /// of the standard library's or a tool's, each listed in `tampering`).
     Apply { why: String, reason: Option<&'static str>, tampering: Vec<Tampering> },
     /// The task (repository, commit, test_patch) is broken.
-    Task(String),
+    Task(TaskError),
+}
+
+/// Why a task's repository could not give what grading needs: its trees, its environment, its
+/// services' images or its CI jobs.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error(transparent)]
+    Repository(#[from] repos::RepoError),
+    #[error("{what}")]
+    Git {
+        what: &'static str,
+        #[source]
+        source: git2::Error,
+    },
+    #[error("test_patch does not apply to {commit}")]
+    TestPatch {
+        commit: String,
+        #[source]
+        source: patch::PatchError,
+    },
+    #[error(
+        "cannot tell which test runner this repository uses (no Cargo.toml, go.mod, package.json \
+         or Python project file); set `environment.runner`"
+    )]
+    UnknownRunner,
+    #[error(
+        "the task wants Python {wanted}, but the images have only Debian's python3 ({available}); \
+         give an `environment.image` that has it"
+    )]
+    PythonVersion { wanted: String, available: &'static str },
+    #[error("the `cargo` runner copies the host's Rust toolchain, but `rustc` is not on PATH")]
+    NoRustc,
+    #[error("service `{service}`: `build.copy` names {path}, which the repository does not have")]
+    MissingCopy { service: String, path: String },
+    #[error(transparent)]
+    Shell(#[from] crate::shell::NulByte),
+    #[error(transparent)]
+    Ci(#[from] crate::tasks::ci::CiError),
+    #[error("the task selects CI jobs, but the repository has no .gitlab-ci.yml or GitHub workflow")]
+    NoCiConfig,
+}
+
+impl TaskError {
+    /// A failed read of the repository's objects, saying what was being read.
+    pub fn git(what: &'static str) -> impl FnOnce(git2::Error) -> Self {
+        move |source| Self::Git { what, source }
+    }
 }
 
 /// The test files of a task: those test_patch touches and those its test ids name.
@@ -48,12 +95,12 @@ pub fn prepare(
     prediction_patch: Option<&str>,
     tools: &BTreeSet<String>,
 ) -> Result<Prepared, PrepareError> {
-    let source = locator.locate(task).map_err(|e| PrepareError::Task(crate::error_chain(&e)))?;
-    let task_err = |what: &str, e: git2::Error| PrepareError::Task(format!("{what}: {}", e.message()));
+    let task_err = |what: &'static str| move |e: git2::Error| PrepareError::Task(TaskError::git(what)(e));
+    let source = locator.locate(task).map_err(|e| PrepareError::Task(e.into()))?;
     let (repo, commit) = repos::open_commit(&source, &task.repo, &task.base_commit)
-        .map_err(|e| PrepareError::Task(crate::error_chain(&e)))?;
-    let base_commit = repo.find_commit(commit).map_err(|e| task_err("reading the base commit", e))?;
-    let base = base_commit.tree().map_err(|e| task_err("reading the base tree", e))?;
+        .map_err(|e| PrepareError::Task(e.into()))?;
+    let base_commit = repo.find_commit(commit).map_err(task_err("reading the base commit"))?;
+    let base = base_commit.tree().map_err(task_err("reading the base tree"))?;
     let mut apply_log = Vec::new();
     let mut apply_method = None;
     let mut tampering = Vec::new();
@@ -86,24 +133,20 @@ pub fn prepare(
             &applied.changes,
             &task_test_files(task),
         )
-        .map_err(|e| task_err("putting back test files", e))?;
+        .map_err(task_err("putting back test files"))?;
         for t in &put_back {
             apply_log.push(format!("put back {} ({})", t.path, t.rule));
         }
         tampering = put_back;
         tree = reverted;
     }
-    let start = repo.find_tree(tree).map_err(|e| task_err("reading the patched tree", e))?;
-    let with_tests = patch::apply(&repo, &start, &task.test_patch).map_err(|e| {
-        PrepareError::Task(format!(
-            "test_patch does not apply to {}: {}",
-            task.base_commit,
-            crate::error_chain(&e)
-        ))
+    let start = repo.find_tree(tree).map_err(task_err("reading the patched tree"))?;
+    let with_tests = patch::apply(&repo, &start, &task.test_patch).map_err(|source| {
+        PrepareError::Task(TaskError::TestPatch { commit: task.base_commit.clone(), source })
     })?;
     apply_log.push(format!("test_patch applied with {}", with_tests.method.as_str()));
-    let tree = repo.find_tree(with_tests.tree).map_err(|e| task_err("reading the tree to test", e))?;
-    let tar = patch::tree::tree_tar(&repo, &tree).map_err(|e| task_err("packing the tree", e))?;
+    let tree = repo.find_tree(with_tests.tree).map_err(task_err("reading the tree to test"))?;
+    let tar = patch::tree::tree_tar(&repo, &tree).map_err(task_err("packing the tree"))?;
     Ok(Prepared { tar, apply_method, tampering, apply_log })
 }
 
@@ -111,7 +154,7 @@ pub fn prepare(
 pub fn plan_environment(
     locator: &RepoLocator,
     task: &SweTask,
-) -> Result<super::environment::Environment, String> {
+) -> Result<super::environment::Environment, TaskError> {
     at_environment_commit(locator, task, |repo, tree| super::environment::plan(repo, tree, task))
 }
 
@@ -119,28 +162,26 @@ pub fn plan_environment(
 pub fn at_environment_commit<T>(
     locator: &RepoLocator,
     task: &SweTask,
-    plan: impl FnOnce(&git2::Repository, &git2::Tree<'_>) -> Result<T, String>,
-) -> Result<T, String> {
-    let source = locator.locate(task).map_err(|e| crate::error_chain(&e))?;
-    let (repo, commit) = repos::open_commit(&source, &task.repo, task.environment_commit())
-        .map_err(|e| crate::error_chain(&e))?;
+    plan: impl FnOnce(&git2::Repository, &git2::Tree<'_>) -> Result<T, TaskError>,
+) -> Result<T, TaskError> {
+    let source = locator.locate(task)?;
+    let (repo, commit) = repos::open_commit(&source, &task.repo, task.environment_commit())?;
     let tree = repo
         .find_commit(commit)
         .and_then(|c| c.tree())
-        .map_err(|e| format!("reading the environment commit: {}", e.message()))?;
+        .map_err(TaskError::git("reading the environment commit"))?;
     plan(&repo, &tree)
 }
 
 /// The CI jobs `task` selects, read from its base commit (so the prediction cannot change
 /// what they run), in run order.
-pub fn ci_jobs(locator: &RepoLocator, task: &SweTask) -> Result<Vec<crate::tasks::ci::CiJob>, String> {
+pub fn ci_jobs(locator: &RepoLocator, task: &SweTask) -> Result<Vec<crate::tasks::ci::CiJob>, TaskError> {
     use crate::tasks::ci;
     if task.ci_jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let source = locator.locate(task).map_err(|e| crate::error_chain(&e))?;
-    let (repo, commit) =
-        repos::open_commit(&source, &task.repo, &task.base_commit).map_err(|e| crate::error_chain(&e))?;
+    let source = locator.locate(task)?;
+    let (repo, commit) = repos::open_commit(&source, &task.repo, &task.base_commit)?;
     let commit = commit.to_string();
     let read =
         |path: &str| repos::read_at_commit(&repo, &commit, path).and_then(|b| String::from_utf8(b).ok());
@@ -149,16 +190,14 @@ pub fn ci_jobs(locator: &RepoLocator, task: &SweTask) -> Result<Vec<crate::tasks
         .filter(|f| f.starts_with(".github/workflows/") && (f.ends_with(".yml") || f.ends_with(".yaml")))
         .collect();
     let mut jobs = Vec::new();
-    if let Some(config) = ci::gitlab(&read).map_err(|e| crate::error_chain(&e))? {
+    if let Some(config) = ci::gitlab(&read)? {
         jobs.extend(config.jobs);
     }
-    if let Some(config) = ci::github(&read, &workflows).map_err(|e| crate::error_chain(&e))? {
+    if let Some(config) = ci::github(&read, &workflows)? {
         jobs.extend(config.jobs);
     }
     if jobs.is_empty() {
-        return Err(
-            "the task selects CI jobs, but the repository has no .gitlab-ci.yml or GitHub workflow".into()
-        );
+        return Err(TaskError::NoCiConfig);
     }
-    ci::select(&ci::CiConfig { jobs }, &task.ci_jobs).map_err(|e| crate::error_chain(&e))
+    Ok(ci::select(&ci::CiConfig { jobs }, &task.ci_jobs)?)
 }

@@ -15,6 +15,7 @@ use crate::tasks::services::{ReadyCheck, TaskService, DEFAULT_READY_TIMEOUT_S};
 use crate::tasks::{RepoLocator, SweTask};
 
 use super::environment::{apt_step, command_steps, context_files, HOST_CA_STEPS, SYSTEM_PATH};
+use super::prepare::TaskError;
 
 /// Where a service's pip packages go (a venv that also sees Debian's Python packages).
 const SERVICE_VENV: &str = "/opt/service-venv";
@@ -49,7 +50,7 @@ fn service_layer(
     repo: &git2::Repository,
     tree: &git2::Tree<'_>,
     service: &TaskService,
-) -> Result<Option<LayerSpec>, String> {
+) -> Result<Option<LayerSpec>, TaskError> {
     let Some(build) = &service.build else { return Ok(None) };
     let mut steps = vec!["ARG BASE".to_owned(), "FROM ${BASE}".to_owned()];
     steps.extend(crate::sandbox::layers::PASSED_BUILD_ARGS.iter().map(|a| format!("ARG {a}")));
@@ -57,12 +58,12 @@ fn service_layer(
     steps.push(HOST_CA_STEPS.to_owned());
     let venv_package = if build.pip.is_empty() { vec![] } else { vec!["python3-venv".to_owned()] };
     if !build.apt.is_empty() || !venv_package.is_empty() {
-        steps.push(apt_step(&venv_package, &build.apt).map_err(|e| e.to_string())?);
+        steps.push(apt_step(&venv_package, &build.apt)?);
     }
     if !build.pip.is_empty() {
         steps.push(format!(
             "RUN python3 -m venv --system-site-packages {SERVICE_VENV} && {SERVICE_VENV}/bin/pip install --no-cache-dir {}",
-            crate::shell::join(&build.pip).map_err(|e| e.to_string())?
+            crate::shell::join(&build.pip)?
         ));
         steps.push(format!("ENV PATH={SERVICE_VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={SERVICE_VENV}"));
     }
@@ -70,10 +71,7 @@ fn service_layer(
     for path in &build.copy {
         let copied = repo_files(repo, tree, path)?;
         if copied.is_empty() {
-            return Err(format!(
-                "service `{}`: `build.copy` names {path}, which the repository does not have",
-                service.name
-            ));
+            return Err(TaskError::MissingCopy { service: service.name.clone(), path: path.clone() });
         }
         files.extend(copied.into_iter().map(|(p, content)| (format!("repo/{p}"), content)));
     }
@@ -97,13 +95,15 @@ fn repo_files(
     repo: &git2::Repository,
     tree: &git2::Tree<'_>,
     path: &str,
-) -> Result<Vec<(String, Vec<u8>)>, String> {
+) -> Result<Vec<(String, Vec<u8>)>, TaskError> {
     let Ok(entry) = tree.get_path(Path::new(path)) else { return Ok(Vec::new()) };
-    let read = |id| repo.find_blob(id).map(|b| b.content().to_vec()).map_err(|e| e.message().to_owned());
+    let read = |id| {
+        repo.find_blob(id).map(|b| b.content().to_vec()).map_err(TaskError::git("reading a file to copy"))
+    };
     match entry.kind() {
         Some(git2::ObjectType::Blob) => Ok(vec![(path.to_owned(), read(entry.id())?)]),
         Some(git2::ObjectType::Tree) => {
-            let sub = repo.find_tree(entry.id()).map_err(|e| e.message().to_owned())?;
+            let sub = repo.find_tree(entry.id()).map_err(TaskError::git("reading a folder to copy"))?;
             let mut blobs = Vec::new();
             let _ = sub.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
                 if e.kind() == Some(git2::ObjectType::Blob) {
@@ -119,7 +119,7 @@ fn repo_files(
 
 /// Each service's layer (or `None` for a given image), planned from the repository at the
 /// task's environment commit.
-pub fn plan_layers(locator: &RepoLocator, task: &SweTask) -> Result<Vec<Option<LayerSpec>>, String> {
+pub fn plan_layers(locator: &RepoLocator, task: &SweTask) -> Result<Vec<Option<LayerSpec>>, TaskError> {
     super::prepare::at_environment_commit(locator, task, |repo, tree| {
         task.services.iter().map(|service| service_layer(repo, tree, service)).collect()
     })
@@ -142,7 +142,7 @@ pub async fn resolve<S: Sandbox>(
     };
     let layers = match planned {
         Ok(Ok(layers)) => layers,
-        Ok(Err(why)) => return Err(("environment_unknown", why)),
+        Ok(Err(why)) => return Err(("environment_unknown", crate::error_chain(&why))),
         Err(e) => {
             return Err(("environment_unknown", format!("internal error while planning services: {e}")))
         }

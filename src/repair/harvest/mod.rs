@@ -335,8 +335,11 @@ async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) ->
         };
         let tar = match prepared {
             Ok(Ok(prepared)) => prepared.tar,
-            Ok(Err(prepare::PrepareError::Apply { why, .. } | prepare::PrepareError::Task(why))) => {
+            Ok(Err(prepare::PrepareError::Apply { why, .. })) => {
                 return drop(record, "tests did not run", Some(why))
+            }
+            Ok(Err(prepare::PrepareError::Task(e))) => {
+                return drop(record, "tests did not run", Some(crate::error_chain(&e)))
             }
             Err(e) => return drop(record, "tests did not run", Some(e.to_string())),
         };
