@@ -102,7 +102,7 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
         settings,
         force: args.force,
         services: match &args.services {
-            Some(path) => TaskServices::read(path).map_err(anyhow::Error::msg)?,
+            Some(path) => TaskServices::read(path)?,
             None => TaskServices::default(),
         },
     };

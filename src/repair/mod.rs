@@ -101,8 +101,8 @@ pub enum RunError {
     Predictions(#[source] tasks::LoadError),
     #[error("writing results")]
     Report(#[source] report::ReportError),
-    #[error("harvesting tasks: {0}")]
-    Harvest(String),
+    #[error("harvesting tasks")]
+    Harvest(#[source] harvest::HarvestError),
 }
 
 /// Time spent in each stage of one instance, in seconds.

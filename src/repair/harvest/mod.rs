@@ -31,6 +31,7 @@ use crate::tasks::{RepoLocator, SweTask};
 
 use super::{execute, prepare, safe_name, GradeSettings, RunError, WORKSPACE};
 use decontaminate::LaterCommit;
+pub use source::HarvestError;
 use source::{git, Candidate, HarvestSource, MergeRequestOrigin};
 
 /// What to harvest.
@@ -60,11 +61,13 @@ pub struct TaskServices {
 
 impl TaskServices {
     /// Reads `path` (`{"services": [...], "service_checks": [...]}`), checked as a task's are.
-    pub fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let found: Self = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn read(path: &Path) -> Result<Self, HarvestError> {
+        let file = |source| HarvestError::File { path: path.to_owned(), source };
+        let text = std::fs::read_to_string(path).map_err(file)?;
+        let found: Self = serde_json::from_str(&text)
+            .map_err(|source| HarvestError::NotServices { path: path.to_owned(), source })?;
         crate::tasks::services::validate(&found.services, &found.service_checks)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| HarvestError::Services { path: path.to_owned(), source })?;
         Ok(found)
     }
 }
@@ -149,19 +152,21 @@ pub async fn harvest<S: Sandbox + 'static>(
         move || source::open(&source, &work)
     })
     .await
-    .map_err(|e| RunError::Harvest(e.to_string()))?
+    .map_err(HarvestError::from)
+    .and_then(|opened| opened)
     .map_err(RunError::Harvest)?;
     let name = safe_name(&opened.name);
     let repo_id = format!("local/{name}");
     let locator = Arc::new(RepoLocator::new(None, Some(opened.repo.clone()), work.clone()));
     let probe = task_for(&repo_id, &format!("{name}-HEAD"), &Candidate::default());
-    let mirror = locator.locate(&probe).map_err(|e| RunError::Harvest(crate::error_chain(&e)))?;
+    let mirror = locator.locate(&probe).map_err(|e| RunError::Harvest(e.into()))?;
     let found = tokio::task::spawn_blocking({
         let (mirror, since, limit) = (mirror.clone(), plan.since, plan.limit);
         move || opened.candidates(&mirror, since, limit)
     })
     .await
-    .map_err(|e| RunError::Harvest(e.to_string()))?
+    .map_err(HarvestError::from)
+    .and_then(|found| found)
     .map_err(RunError::Harvest)?;
 
     let out = plan.out.clone();
@@ -288,7 +293,7 @@ async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) ->
     };
     let (patch, test_patch) = match (diff(&c.code_files), diff(&c.test_files)) {
         (Ok(p), Ok(t)) => (p, t),
-        (Err(e), _) | (_, Err(e)) => return drop(record, "tests did not run", Some(e)),
+        (Err(e), _) | (_, Err(e)) => return drop(record, "tests did not run", Some(crate::error_chain(&e))),
     };
     let mut task = task_for(repo_id, &record.instance_id, c);
     task.patch = patch.clone();
@@ -379,7 +384,10 @@ async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) ->
     };
     match write_task(out, mirror, &task, c, &record, &runs) {
         Ok(()) => record.kept = true,
-        Err(e) => return drop(record, "tests did not run", Some(format!("writing the task: {e}"))),
+        Err(e) => {
+            let why = format!("writing the task: {}", crate::error_chain(&e));
+            return drop(record, "tests did not run", Some(why));
+        }
     }
     record
 }
@@ -426,14 +434,14 @@ fn write_task(
     c: &Candidate,
     record: &HarvestRecord,
     runs: &TestRuns,
-) -> Result<(), String> {
+) -> Result<(), HarvestError> {
     let dir = out.join(&task.instance_id);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir).map_err(|source| HarvestError::File { path: dir.clone(), source })?;
     let base_ref = format!("refs/heads/harvest/{}", task.instance_id);
     git(mirror, &["update-ref", &base_ref, &c.parent])?;
     let bundle = dir.join(crate::tasks::BUNDLE_FILE);
     git(mirror, &["bundle", "create", "--quiet", &bundle.display().to_string(), &base_ref])?;
-    let mut value = serde_json::to_value(task).map_err(|e| e.to_string())?;
+    let mut value = serde_json::to_value(task).expect("a task serializes");
     value["environment_setup_commit"] = c.parent.clone().into();
     let created = c.merge_request.as_ref().and_then(|mr| mr.merged_unix).unwrap_or(c.committed_unix);
     value["created_at"] = created.to_string().into();
@@ -451,8 +459,9 @@ fn write_task(
         "runs_seconds": (runs.seconds * 10.0).round() / 10.0,
         "flaky": record.flaky,
     });
-    let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n";
-    std::fs::write(dir.join(crate::tasks::TASK_FILE), text).map_err(|e| e.to_string())
+    let text = serde_json::to_string_pretty(&value).expect("JSON values serialize") + "\n";
+    let path = dir.join(crate::tasks::TASK_FILE);
+    std::fs::write(&path, text).map_err(|source| HarvestError::File { path, source })
 }
 
 #[cfg(test)]

@@ -78,16 +78,63 @@ impl Candidate {
     }
 }
 
-pub(super) fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
-    let out = crate::deadline::output_within(
-        Command::new("git").arg("-C").arg(repo).args(args).env("GIT_TERMINAL_PROMPT", "0"),
-        crate::deadline::CLONE_TIMEOUT,
-    )
-    .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+/// Why harvesting stopped: git, GitLab, or a file of ours.
+#[derive(Debug, thiserror::Error)]
+pub enum HarvestError {
+    #[error("git {args} could not run")]
+    GitSpawn {
+        args: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git {args}: {stderr}")]
+    Git { args: String, stderr: String },
+    #[error(transparent)]
+    GitLab(#[from] gitlab::GitLabError),
+    #[error("merge request !{iid} has no merge, squash or head commit")]
+    NoCommit { iid: u64 },
+    #[error(transparent)]
+    Repository(#[from] crate::tasks::RepoError),
+    #[error("{path}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: expected {{\"services\": [...], \"service_checks\": [...]}}")]
+    NotServices {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}")]
+    Services {
+        path: PathBuf,
+        #[source]
+        source: crate::tasks::build_inputs::FieldError,
+    },
+    #[error("the harvest worker stopped")]
+    Worker(#[from] tokio::task::JoinError),
+}
+
+/// Runs git (with a deadline) and returns its output; a failure carries git's own message.
+fn run_git(command: &mut Command, args: String) -> Result<String, HarvestError> {
+    let out = crate::deadline::output_within(command, crate::deadline::CLONE_TIMEOUT)
+        .map_err(|source| HarvestError::GitSpawn { args: args.clone(), source })?;
     if !out.status.success() {
-        return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(HarvestError::Git {
+            args,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub(super) fn git(repo: &Path, args: &[&str]) -> Result<String, HarvestError> {
+    run_git(
+        Command::new("git").arg("-C").arg(repo).args(args).env("GIT_TERMINAL_PROMPT", "0"),
+        args.join(" "),
+    )
 }
 
 /// A candidate for `commit`, whose base is `parent` (default: its first parent); `None` for a
@@ -97,7 +144,7 @@ pub(super) fn candidate(
     commit: &str,
     parent: Option<&str>,
     since: Option<i64>,
-) -> Result<Option<Candidate>, String> {
+) -> Result<Option<Candidate>, HarvestError> {
     let meta = git(mirror, &["show", "-s", "--format=%P%n%ct%n%B", commit])?;
     let mut lines = meta.lines();
     let first_parent = lines.next().and_then(|p| p.split_whitespace().next()).map(str::to_owned);
@@ -129,7 +176,11 @@ pub(super) fn candidate(
 }
 
 /// Commits from first-parent history (newest first) or the named ones.
-fn git_candidates(mirror: &Path, commits: &[String], since: Option<i64>) -> Result<Vec<Candidate>, String> {
+fn git_candidates(
+    mirror: &Path,
+    commits: &[String],
+    since: Option<i64>,
+) -> Result<Vec<Candidate>, HarvestError> {
     let listed = if commits.is_empty() {
         git(mirror, &["rev-list", "--first-parent", "HEAD"])?
     } else {
@@ -148,7 +199,7 @@ fn git_candidates(mirror: &Path, commits: &[String], since: Option<i64>) -> Resu
 
 /// The project, cloned into `dest` (a fresh mirror): the token goes to git as an HTTP header
 /// through the environment (`GIT_CONFIG_*`), so it is in no URL, no file and no argument.
-fn clone_gitlab(source: &GitLabSource, project: &gitlab::Project, dest: &Path) -> Result<(), String> {
+fn clone_gitlab(source: &GitLabSource, project: &gitlab::Project, dest: &Path) -> Result<(), HarvestError> {
     let _ = std::fs::remove_dir_all(dest);
     let mut command = Command::new("git");
     command
@@ -169,17 +220,11 @@ fn clone_gitlab(source: &GitLabSource, project: &gitlab::Project, dest: &Path) -
     for (i, (key, value)) in config.iter().enumerate() {
         command.env(format!("GIT_CONFIG_KEY_{i}"), key).env(format!("GIT_CONFIG_VALUE_{i}"), value);
     }
-    let out = crate::deadline::output_within(&mut command, crate::deadline::CLONE_TIMEOUT)
-        .map_err(|e| format!("git clone {}: {e}", project.http_url_to_repo))?;
-    if !out.status.success() {
+    let cloned = run_git(&mut command, format!("clone {}", project.http_url_to_repo));
+    if cloned.is_err() {
         let _ = std::fs::remove_dir_all(dest);
-        return Err(format!(
-            "git clone {}: {}",
-            project.http_url_to_repo,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
     }
-    Ok(())
+    cloned.map(drop)
 }
 
 /// A source made ready: a repository the git CLI can clone, the name tasks are called by,
@@ -196,7 +241,7 @@ enum Listing {
 }
 
 /// Opens `source`; a GitLab project is looked up and cloned into `work/source.git`.
-pub(super) fn open(source: &HarvestSource, work: &Path) -> Result<Opened, String> {
+pub(super) fn open(source: &HarvestSource, work: &Path) -> Result<Opened, HarvestError> {
     match source {
         HarvestSource::Git { repo, commits } => {
             let name =
@@ -208,9 +253,8 @@ pub(super) fn open(source: &HarvestSource, work: &Path) -> Result<Opened, String
             })
         }
         HarvestSource::GitLab(gl) => {
-            let client = GitLab::new(&gl.url, gl.token.clone(), gl.ca_cert.as_deref())
-                .map_err(|e| crate::error_chain(&e))?;
-            let project = client.project(&gl.project).map_err(|e| crate::error_chain(&e))?;
+            let client = GitLab::new(&gl.url, gl.token.clone(), gl.ca_cert.as_deref())?;
+            let project = client.project(&gl.project)?;
             let dest = work.join("source.git");
             clone_gitlab(gl, &project, &dest)?;
             Ok(Opened {
@@ -233,7 +277,7 @@ impl Opened {
         mirror: &Path,
         since: Option<i64>,
         limit: Option<usize>,
-    ) -> Result<Vec<Candidate>, String> {
+    ) -> Result<Vec<Candidate>, HarvestError> {
         match &self.listing {
             Listing::MergeRequests { client, project, source } => {
                 gitlab_candidates(client, *project, source, mirror, since, limit)
@@ -258,13 +302,13 @@ fn merged_commit(
     client: &GitLab,
     project: u64,
     mr: &MergeRequest,
-) -> Result<(String, Option<String>), String> {
+) -> Result<(String, Option<String>), HarvestError> {
     if let Some(merge) = mr.merge_commit_sha.as_deref().or(mr.squash_commit_sha.as_deref()) {
         return Ok((merge.to_owned(), None));
     }
     // A fast-forward merge: the source branch's head, based where the MR's diff starts.
-    let full = client.merge_request(project, mr.iid).map_err(|e| crate::error_chain(&e))?;
-    let head = full.sha.or(mr.sha.clone()).ok_or("no merge, squash or head commit")?;
+    let full = client.merge_request(project, mr.iid)?;
+    let head = full.sha.or(mr.sha.clone()).ok_or(HarvestError::NoCommit { iid: mr.iid })?;
     let base = full.diff_refs.and_then(|d| d.base_sha.or(d.start_sha));
     Ok((head, base))
 }
@@ -280,9 +324,8 @@ fn gitlab_candidates(
     mirror: &Path,
     since: Option<i64>,
     limit: Option<usize>,
-) -> Result<Vec<Candidate>, String> {
-    let requests =
-        client.merge_requests(project, &source.state, since).map_err(|e| crate::error_chain(&e))?;
+) -> Result<Vec<Candidate>, HarvestError> {
+    let requests = client.merge_requests(project, &source.state, since)?;
     tracing::info!(count = requests.len(), state = %source.state, "merge requests listed");
     let mut found = Vec::new();
     let mut seen = HashMap::new();
@@ -294,6 +337,7 @@ fn gitlab_candidates(
         let (commit, base) = match merged_commit(client, project, &mr) {
             Ok(found) => found,
             Err(why) => {
+                let why = crate::error_chain(&why);
                 tracing::warn!(mr = mr.iid, %why, "merge request skipped: no commit to harvest");
                 continue;
             }
@@ -312,12 +356,11 @@ fn gitlab_candidates(
         }
         let mut issues = Vec::new();
         if c.changes_code_and_tests() {
-            issues = client.closes_issues(project, mr.iid).map_err(|e| crate::error_chain(&e))?;
+            issues = client.closes_issues(project, mr.iid)?;
             let created = crate::dates::parse_timestamp(&mr.created_at).unwrap_or(i64::MAX);
             let mut hints = Vec::new();
             for issue in &issues {
-                let notes =
-                    client.issue_notes(issue.project_id, issue.iid).map_err(|e| crate::error_chain(&e))?;
+                let notes = client.issue_notes(issue.project_id, issue.iid)?;
                 hints.push(gitlab::hints_text(&notes, created));
             }
             c.hints_text = hints.into_iter().filter(|h| !h.is_empty()).collect::<Vec<_>>().join("\n\n");
