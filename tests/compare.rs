@@ -7,7 +7,8 @@ use std::process::{Command, Output};
 use repairbench::grade::{Resolution, TestsStatus, Verdict};
 use repairbench::kernel::fingerprint::FingerprintBuilder;
 use repairbench::model::{
-    ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, ModelInfo, ScoreOutput, ScoreRequest,
+    ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, ModelError, ModelInfo, ScoreOutput,
+    ScoreRequest,
 };
 use repairbench::repair::{GradeReport, InstanceResult, Timings};
 use repairbench::rng::SplitMix64;
@@ -330,11 +331,11 @@ impl LanguageModel for Scripted {
         &self.info
     }
 
-    fn generate(&mut self, _: &GenerateRequest) -> anyhow::Result<GenerateOutput> {
-        anyhow::bail!("the scripted model only scores")
+    fn generate(&mut self, _: &GenerateRequest) -> Result<GenerateOutput, ModelError> {
+        Err(ModelError::EmptyPrompt)
     }
 
-    fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>> {
+    fn score(&mut self, requests: &[ScoreRequest]) -> Result<Vec<ScoreOutput>, ModelError> {
         let right = self.rng.next_f64() < self.skill;
         Ok(requests
             .iter()
@@ -349,8 +350,8 @@ impl LanguageModel for Scripted {
             .collect())
     }
 
-    fn render_chat(&self, _: &[ChatMessage]) -> anyhow::Result<String> {
-        anyhow::bail!("no chat template")
+    fn render_chat(&self, _: &[ChatMessage]) -> Result<String, ModelError> {
+        Err(ModelError::NoChatTemplate { path: "scripted".into() })
     }
 }
 

@@ -320,19 +320,19 @@ impl LanguageModel for Engine {
         &self.info
     }
 
-    fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput> {
-        Ok(self.generate_text(request)?)
+    fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateOutput> {
+        self.generate_text(request)
     }
 
-    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<anyhow::Result<GenerateOutput>> {
-        self.generate_batched(requests, self.max_batch).into_iter().map(|r| Ok(r?)).collect()
+    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<Result<GenerateOutput>> {
+        self.generate_batched(requests, self.max_batch)
     }
 
-    fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>> {
-        Ok(self.score_requests(requests)?)
+    fn score(&mut self, requests: &[ScoreRequest]) -> Result<Vec<ScoreOutput>> {
+        self.score_requests(requests)
     }
 
-    fn render_chat(&self, messages: &[ChatMessage]) -> anyhow::Result<String> {
-        Ok(self.render_chat_text(messages)?)
+    fn render_chat(&self, messages: &[ChatMessage]) -> Result<String> {
+        self.render_chat_text(messages)
     }
 }

@@ -65,6 +65,10 @@ pub enum ModelError {
     Compute(#[from] candle_core::Error),
     #[error(transparent)]
     Setting(#[from] crate::env::BadVariable),
+    #[error("the model server")]
+    Remote(#[from] super::openai::RemoteError),
+    #[error("cannot encode the chat messages as JSON")]
+    ChatJson(#[source] serde_json::Error),
 }
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

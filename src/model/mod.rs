@@ -142,15 +142,15 @@ pub struct ModelInfo {
 /// gives the same output on every run.
 pub trait LanguageModel: Send {
     fn info(&self) -> &ModelInfo;
-    fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput>;
+    fn generate(&mut self, request: &GenerateRequest) -> error::Result<GenerateOutput>;
     /// Generates for several requests, outputs in request order. A backend may run them
     /// together (batched decoding, concurrent HTTP requests); each output is what
     /// [`LanguageModel::generate`] gives for that request alone.
-    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<anyhow::Result<GenerateOutput>> {
+    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<error::Result<GenerateOutput>> {
         requests.iter().map(|r| self.generate(r)).collect()
     }
     /// Scores each request; requests sharing a context prefix reuse its KV cache.
-    fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>>;
+    fn score(&mut self, requests: &[ScoreRequest]) -> error::Result<Vec<ScoreOutput>>;
     /// Renders chat messages through the model's template (with the generation prompt).
-    fn render_chat(&self, messages: &[ChatMessage]) -> anyhow::Result<String>;
+    fn render_chat(&self, messages: &[ChatMessage]) -> error::Result<String>;
 }

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::{
-    ChatMessage, FinishReason, GenerateOutput, GenerateRequest, Generation, LanguageModel, ModelInfo, Prompt,
-    ScoreOutput, ScoreRequest, TokenLogprob,
+    ChatMessage, FinishReason, GenerateOutput, GenerateRequest, Generation, LanguageModel, ModelError,
+    ModelInfo, Prompt, ScoreOutput, ScoreRequest, TokenLogprob,
 };
 use crate::http::Secret;
 
@@ -225,7 +225,7 @@ impl OpenAiModel {
         request: &GenerateRequest,
         done: Vec<(Generation, Value)>,
         started: Instant,
-    ) -> anyhow::Result<GenerateOutput> {
+    ) -> Result<GenerateOutput, ModelError> {
         let usage = |key: &str| done.iter().map(|(_, u)| u[key].as_u64().unwrap_or(0)).max().unwrap_or(0);
         let completion: u64 = done.iter().map(|(_, u)| u["completion_tokens"].as_u64().unwrap_or(0)).sum();
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
@@ -422,12 +422,12 @@ impl LanguageModel for OpenAiModel {
         &self.info
     }
 
-    fn generate(&mut self, request: &GenerateRequest) -> anyhow::Result<GenerateOutput> {
+    fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateOutput, ModelError> {
         self.generate_many(std::slice::from_ref(request)).remove(0)
     }
 
     /// Every sequence of every request is one HTTP request; they run `concurrency` at a time.
-    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<anyhow::Result<GenerateOutput>> {
+    fn generate_many(&mut self, requests: &[GenerateRequest]) -> Vec<Result<GenerateOutput, ModelError>> {
         let started = Instant::now();
         let jobs: Vec<(usize, u64)> = requests
             .iter()
@@ -446,7 +446,7 @@ impl LanguageModel for OpenAiModel {
             .collect()
     }
 
-    fn score(&mut self, requests: &[ScoreRequest]) -> anyhow::Result<Vec<ScoreOutput>> {
+    fn score(&mut self, requests: &[ScoreRequest]) -> Result<Vec<ScoreOutput>, ModelError> {
         let Some(first) = requests.first() else { return Ok(Vec::new()) };
         // The first call finds the mode; an echo probe's score is kept, not asked for again.
         let (mode, probed) = match self.scoring {
@@ -472,7 +472,7 @@ impl LanguageModel for OpenAiModel {
     }
 
     /// The server applies its own chat template; records keep the messages as JSON.
-    fn render_chat(&self, messages: &[ChatMessage]) -> anyhow::Result<String> {
-        Ok(serde_json::to_string(messages)?)
+    fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, ModelError> {
+        serde_json::to_string(messages).map_err(ModelError::ChatJson)
     }
 }

@@ -55,20 +55,37 @@ fn find(file: &[String], old: &[&str], expected: usize, from: usize, loose: bool
     None
 }
 
+/// Why a patch cannot be applied by editing the files' text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FuzzyError {
+    #[error("{path}: binary patches need libgit2")]
+    Binary { path: String },
+    #[error("{path}: file to delete does not exist")]
+    DeletedMissing { path: String },
+    #[error("{path}: file does not exist")]
+    Missing { path: String },
+    #[error("{path}: file to create already exists")]
+    CreatedExists { path: String },
+    #[error("{path}: not UTF-8 text")]
+    NotUtf8 { path: String },
+    #[error("{path}: hunk {hunk} (line {line}) not found")]
+    HunkNotFound { path: String, hunk: usize, line: usize },
+}
+
 /// The new contents of one file, or why it cannot be made.
 fn apply_file(
     original: Option<&str>,
     patch: &FilePatch,
     placements: &mut Vec<Placement>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, FuzzyError> {
     let path = patch.path().to_owned();
     if patch.binary {
-        return Err(format!("{path}: binary patches need libgit2"));
+        return Err(FuzzyError::Binary { path });
     }
     if patch.new_path.is_none() {
         return match original {
             Some(_) => Ok(None),
-            None => Err(format!("{path}: file to delete does not exist")),
+            None => Err(FuzzyError::DeletedMissing { path }),
         };
     }
     let (mut lines, mut trailing_newline) = match original {
@@ -80,7 +97,7 @@ fn apply_file(
             (lines, trailing)
         }
         None if patch.old_path.is_none() => (Vec::new(), true),
-        None => return Err(format!("{path}: file does not exist")),
+        None => return Err(FuzzyError::Missing { path }),
     };
     let mut shift: i64 = 0;
     let mut from = 0usize;
@@ -92,9 +109,7 @@ fn apply_file(
             Some(at) => (at, false),
             None => match find(&lines, &old, expected, from, true) {
                 Some(at) => (at, true),
-                None => {
-                    return Err(format!("{path}: hunk {} (line {}) not found", index + 1, hunk.old_start))
-                }
+                None => return Err(FuzzyError::HunkNotFound { path, hunk: index + 1, line: hunk.old_start }),
             },
         };
         placements.push(Placement {
@@ -152,19 +167,19 @@ pub enum Edit {
 pub fn apply(
     read: impl Fn(&str) -> Option<Vec<u8>>,
     files: &[FilePatch],
-) -> Result<(Vec<Placement>, Vec<Edit>), String> {
+) -> Result<(Vec<Placement>, Vec<Edit>), FuzzyError> {
     let mut placements = Vec::new();
     let mut edits = Vec::new();
     for patch in files {
         let source_path = patch.old_path.as_deref().unwrap_or(patch.path());
         let original = match read(source_path) {
-            Some(bytes) => {
-                Some(String::from_utf8(bytes).map_err(|_| format!("{source_path}: not UTF-8 text"))?)
-            }
+            Some(bytes) => Some(
+                String::from_utf8(bytes).map_err(|_| FuzzyError::NotUtf8 { path: source_path.to_owned() })?,
+            ),
             None => None,
         };
         if patch.old_path.is_none() && original.is_some() {
-            return Err(format!("{}: file to create already exists", patch.path()));
+            return Err(FuzzyError::CreatedExists { path: patch.path().to_owned() });
         }
         let updated = apply_file(original.as_deref(), patch, &mut placements)?;
         if let (Some(old), Some(new)) = (&patch.old_path, &patch.new_path) {

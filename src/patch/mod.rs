@@ -88,21 +88,35 @@ fn libgit2_paths(diff: &git2::Diff<'_>) -> Result<Vec<String>, UnsafePath> {
     Ok(out)
 }
 
-fn parse_git2(patch: &str) -> Result<git2::Diff<'static>, String> {
-    git2::Diff::from_buffer(patch.as_bytes()).map_err(|e| format!("parse: {}", e.message()))
+/// Why one way of applying a patch failed; each is one entry of [`PatchError::DoesNotApply`].
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    #[error("parse")]
+    Parse(#[source] git2::Error),
+    #[error("parse: no file changes")]
+    NoChanges,
+    #[error("apply")]
+    Apply(#[source] git2::Error),
+    #[error("write tree")]
+    WriteTree(#[source] git2::Error),
+    #[error("{path}")]
+    Blob { path: String, source: git2::Error },
+    #[error("building the tree")]
+    Tree(#[source] git2::Error),
+    #[error(transparent)]
+    Fuzzy(#[from] fuzzy::FuzzyError),
 }
 
 fn git2_apply(
     repo: &git2::Repository,
     base: &git2::Tree<'_>,
-    diff: Result<&git2::Diff<'_>, String>,
-) -> Result<git2::Oid, String> {
-    let diff = diff?;
+    diff: &git2::Diff<'_>,
+) -> Result<git2::Oid, AttemptError> {
     if diff.deltas().len() == 0 {
-        return Err("parse: no file changes".into());
+        return Err(AttemptError::NoChanges);
     }
-    let mut index = repo.apply_to_tree(base, diff, None).map_err(|e| format!("apply: {}", e.message()))?;
-    index.write_tree_to(repo).map_err(|e| format!("write tree: {}", e.message()))
+    let mut index = repo.apply_to_tree(base, diff, None).map_err(AttemptError::Apply)?;
+    index.write_tree_to(repo).map_err(AttemptError::WriteTree)
 }
 
 fn blob_of(repo: &git2::Repository, tree: &git2::Tree<'_>, path: &str) -> Option<Vec<u8>> {
@@ -114,7 +128,7 @@ fn fuzzy_apply(
     repo: &git2::Repository,
     base: &git2::Tree<'_>,
     files: &[diff::FilePatch],
-) -> Result<(git2::Oid, Vec<fuzzy::Placement>), String> {
+) -> Result<(git2::Oid, Vec<fuzzy::Placement>), AttemptError> {
     let (placements, edits) = fuzzy::apply(|path| blob_of(repo, base, path), files)?;
     let mut update = git2::build::TreeUpdateBuilder::new();
     for edit in &edits {
@@ -129,13 +143,14 @@ fn fuzzy_apply(
                     .map(|e| e.filemode())
                     .filter(|m| *m == 0o100755)
                     .map_or(git2::FileMode::Blob, |_| git2::FileMode::BlobExecutable);
-                let blob = repo.blob(content.as_bytes()).map_err(|e| format!("{path}: {}", e.message()))?;
+                let blob = repo
+                    .blob(content.as_bytes())
+                    .map_err(|source| AttemptError::Blob { path: path.clone(), source })?;
                 update.upsert(path, blob, mode);
             }
         }
     }
-    let tree =
-        update.create_updated(repo, base).map_err(|e| format!("building the tree: {}", e.message()))?;
+    let tree = update.create_updated(repo, base).map_err(AttemptError::Tree)?;
     Ok((tree, placements))
 }
 
@@ -146,7 +161,7 @@ fn fuzzy_apply(
 pub fn apply(repo: &git2::Repository, base: &git2::Tree<'_>, patch: &str) -> Result<Applied, PatchError> {
     let files = diff::parse(patch);
     // Parsed once: its paths are checked, then the same diff is the first attempt.
-    let parsed = parse_git2(patch);
+    let parsed = git2::Diff::from_buffer(patch.as_bytes()).map_err(AttemptError::Parse);
     let mut named: Vec<String> =
         files.iter().flat_map(|f| [f.old_path.clone(), f.new_path.clone()]).flatten().collect();
     if let Ok(parsed) = &parsed {
@@ -162,15 +177,18 @@ pub fn apply(repo: &git2::Repository, base: &git2::Tree<'_>, patch: &str) -> Res
 
     let mut log = Vec::new();
     let mut made = None;
-    match git2_apply(repo, base, parsed.as_ref().map_err(Clone::clone)) {
+    match parsed.and_then(|diff| git2_apply(repo, base, &diff)) {
         Ok(tree) => made = Some((tree, ApplyMethod::Git2)),
-        Err(e) => log.push(format!("git2: {e}")),
+        Err(e) => log.push(format!("git2: {}", crate::error_chain(&e))),
     }
     let normalized = diff::render(&files);
     if made.is_none() && normalized != patch && !files.is_empty() {
-        match git2_apply(repo, base, parse_git2(&normalized).as_ref().map_err(Clone::clone)) {
+        let attempt = git2::Diff::from_buffer(normalized.as_bytes())
+            .map_err(AttemptError::Parse)
+            .and_then(|diff| git2_apply(repo, base, &diff));
+        match attempt {
             Ok(tree) => made = Some((tree, ApplyMethod::Git2Normalized)),
-            Err(e) => log.push(format!("git2_normalized: {e}")),
+            Err(e) => log.push(format!("git2_normalized: {}", crate::error_chain(&e))),
         }
     }
     if made.is_none() {
@@ -188,7 +206,7 @@ pub fn apply(repo: &git2::Repository, base: &git2::Tree<'_>, patch: &str) -> Res
                 made = Some((tree, ApplyMethod::Fuzzy));
             }
             Err(e) => {
-                log.push(format!("fuzzy: {e}"));
+                log.push(format!("fuzzy: {}", crate::error_chain(&e)));
                 return Err(PatchError::DoesNotApply { attempts: log });
             }
         }

@@ -113,8 +113,9 @@ impl Suite {
         if let Some(answer) = &def.answer {
             let a = answer.get_ref();
             for e in &a.extract {
-                let ex = Extractor::new(e)
-                    .map_err(|message| at(answer.span(), format!("extractor `{}`: {message}", e.name)))?;
+                let ex = Extractor::new(e).map_err(|err| {
+                    at(answer.span(), format!("extractor `{}`: {}", e.name, crate::error_chain(&err)))
+                })?;
                 extractors.push(ex);
             }
             if let Some(p) = &a.target_pattern {

@@ -5,6 +5,17 @@ use regex::Regex;
 
 use super::def::{ExtractDef, ExtractKind};
 
+/// Why an extractor's declaration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractorError {
+    #[error("bad pattern")]
+    Pattern(#[source] regex::Error),
+    #[error("type \"regex\" needs a pattern")]
+    MissingPattern,
+    #[error("only type \"regex\" takes a pattern")]
+    UnexpectedPattern,
+}
+
 pub struct Extractor {
     pub name: String,
     kind: ExtractKind,
@@ -17,11 +28,11 @@ fn last_number_re() -> &'static Regex {
 }
 
 impl Extractor {
-    pub fn new(def: &ExtractDef) -> Result<Self, String> {
+    pub fn new(def: &ExtractDef) -> Result<Self, ExtractorError> {
         let pattern = match (def.kind, &def.pattern) {
-            (ExtractKind::Regex, Some(p)) => Some(Regex::new(p).map_err(|e| format!("bad pattern: {e}"))?),
-            (ExtractKind::Regex, None) => return Err("type \"regex\" needs a pattern".into()),
-            (_, Some(_)) => return Err("only type \"regex\" takes a pattern".into()),
+            (ExtractKind::Regex, Some(p)) => Some(Regex::new(p).map_err(ExtractorError::Pattern)?),
+            (ExtractKind::Regex, None) => return Err(ExtractorError::MissingPattern),
+            (_, Some(_)) => return Err(ExtractorError::UnexpectedPattern),
             (_, None) => None,
         };
         Ok(Self { name: def.name.clone(), kind: def.kind, pattern })

@@ -90,7 +90,7 @@ impl Run<'_, '_> {
         let scored = self
             .model()
             .score(&requests)
-            .map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+            .map_err(|source| SuiteError::Model { doc_id: doc.id.clone(), source: Box::new(source) })?;
         let mut record = self.base_record(seed, doc, context);
         record.target = item.gold.into();
         for ((req, cont), out) in requests.iter().zip(&item.continuations).zip(&scored) {
@@ -128,8 +128,10 @@ impl Run<'_, '_> {
         docs.iter()
             .zip(outputs)
             .map(|(doc, out)| {
-                let out =
-                    out.map_err(|e| SuiteError::Model { doc_id: doc.id.clone(), message: format!("{e:#}") })?;
+                let out = out.map_err(|source| SuiteError::Model {
+                    doc_id: doc.id.clone(),
+                    source: Box::new(source),
+                })?;
                 self.generation_record(seed, doc, out)
             })
             .collect()
@@ -220,9 +222,9 @@ impl Run<'_, '_> {
                     .iter()
                     .zip(outputs)
                     .map(|(doc, out)| {
-                        let out = out.map_err(|e| SuiteError::Model {
+                        let out = out.map_err(|source| SuiteError::Model {
                             doc_id: doc.id.clone(),
-                            message: format!("{e:#}"),
+                            source: Box::new(source),
                         })?;
                         Ok((out.prompt_text, out.sequences.into_iter().map(|s| s.text).collect()))
                     })

@@ -52,8 +52,12 @@ pub enum SuiteError {
     UnknownSuite { name: String, known: String },
     #[error("suite `{suite}` needs {what}")]
     Needs { suite: String, what: &'static str },
-    #[error("the model failed on item {doc_id}: {message}")]
-    Model { doc_id: String, message: String },
+    #[error("the model failed on item {doc_id}")]
+    Model {
+        doc_id: String,
+        #[source]
+        source: Box<crate::model::ModelError>,
+    },
     #[error("program execution ({op}) failed: {message}")]
     Execution { op: &'static str, message: String },
     #[error("writing results")]

@@ -72,10 +72,9 @@ pub fn make_docs(suite: &Suite, rows: Vec<Row>) -> Result<Vec<Doc>, SuiteError> 
     let mut docs = Vec::with_capacity(rows.len());
     for row in rows {
         let id = if suite.templates.has_expression("id") {
-            let v = suite
-                .templates
-                .eval("id", &to_value(row_context(&row)))
-                .map_err(|m| SuiteError::DataRow { path: row.path.clone(), line: row.line, message: m })?;
+            let v = suite.templates.eval("id", &to_value(row_context(&row))).map_err(|e| {
+                SuiteError::DataRow { path: row.path.clone(), line: row.line, message: e.to_string() }
+            })?;
             v.as_str().map_or_else(|| v.to_string(), str::to_string)
         } else {
             row.index.to_string()
@@ -129,7 +128,7 @@ pub struct ChoiceItem {
 pub fn choice_item(suite: &Suite, doc: &Doc, seed: u64) -> Result<ChoiceItem, SuiteError> {
     let def = suite.def.choices.as_ref().expect("checked at load: multiple choice has [choices]").get_ref();
     let ctx = to_value(row_context(&doc.row));
-    let list = suite.templates.eval("choices", &ctx).map_err(|m| doc.err(m))?;
+    let list = suite.templates.eval("choices", &ctx).map_err(|e| doc.err(e.to_string()))?;
     let mut choices = Vec::new();
     for v in list
         .try_iter()
@@ -140,12 +139,12 @@ pub fn choice_item(suite: &Suite, doc: &Doc, seed: u64) -> Result<ChoiceItem, Su
     if choices.len() < 2 {
         return Err(doc.err(format!("needs at least two choices, got {}", choices.len())));
     }
-    let gold_value = suite.templates.eval("gold", &ctx).map_err(|m| doc.err(m))?;
+    let gold_value = suite.templates.eval("gold", &ctx).map_err(|e| doc.err(e.to_string()))?;
     let gold = if suite.templates.has_expression("labels") {
         let labels: Vec<String> = suite
             .templates
             .eval("labels", &ctx)
-            .map_err(|m| doc.err(m))?
+            .map_err(|e| doc.err(e.to_string()))?
             .try_iter()
             .map_err(|_| doc.err("labels expression is not a list"))?
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
@@ -187,7 +186,9 @@ pub fn choice_item(suite: &Suite, doc: &Doc, seed: u64) -> Result<ChoiceItem, Su
             c.insert("choice".into(), choice.clone().into());
             c.insert("index".into(), i.into());
             c.insert("letter".into(), super::template::LETTERS[i.min(25)].into());
-            continuations.push(suite.templates.render("continuation", &to_value(c)).map_err(|m| doc.err(m))?);
+            continuations.push(
+                suite.templates.render("continuation", &to_value(c)).map_err(|e| doc.err(e.to_string()))?,
+            );
         } else {
             continuations.push(choice.clone());
         }
@@ -233,7 +234,7 @@ fn render_text(
         ctx.insert("choices".into(), item.choices.clone().into());
         ctx.insert("gold".into(), item.gold.into());
     }
-    suite.templates.render(template, &to_value(ctx)).map_err(|m| doc.err(m))
+    suite.templates.render(template, &to_value(ctx)).map_err(|e| doc.err(e.to_string()))
 }
 
 /// The full prompt for `doc`: description, few-shot examples with answers, then the question.
@@ -279,7 +280,7 @@ pub fn render_with(
     for (k, v) in extra {
         ctx.insert((*k).to_string(), v.clone());
     }
-    suite.templates.render(template, &to_value(ctx)).map_err(|m| doc.err(m))
+    suite.templates.render(template, &to_value(ctx)).map_err(|e| doc.err(e.to_string()))
 }
 
 #[cfg(test)]

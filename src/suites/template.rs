@@ -14,6 +14,21 @@ pub const LETTERS: [&str; 26] = [
     "V", "W", "X", "Y", "Z",
 ];
 
+/// Why a template or expression gave nothing for one data row.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("no template `{name}`")]
+    NoTemplate { name: String },
+    #[error("no expression `{name}`")]
+    NoExpression { name: String },
+    #[error("template `{name}`: {}", describe(source))]
+    Render { name: String, source: minijinja::Error },
+    #[error("expression `{name}` ({text}): {}", describe(source))]
+    Eval { name: String, text: String, source: minijinja::Error },
+    #[error("expression `{name}` ({text}) is undefined for this row")]
+    Undefined { name: String, text: String },
+}
+
 /// The suite's compiled templates and checked expressions.
 pub struct Templates {
     env: Environment<'static>,
@@ -92,9 +107,10 @@ impl Templates {
     }
 
     /// Renders the named template.
-    pub fn render(&self, name: &str, ctx: &Value) -> Result<String, String> {
-        let template = self.env.get_template(name).map_err(|e| describe(&e))?;
-        template.render(ctx).map_err(|e| format!("template `{name}`: {}", describe(&e)))
+    pub fn render(&self, name: &str, ctx: &Value) -> Result<String, TemplateError> {
+        let template =
+            self.env.get_template(name).map_err(|_| TemplateError::NoTemplate { name: name.to_owned() })?;
+        template.render(ctx).map_err(|source| TemplateError::Render { name: name.to_owned(), source })
     }
 
     pub fn has_expression(&self, name: &str) -> bool {
@@ -102,12 +118,17 @@ impl Templates {
     }
 
     /// Evaluates the named expression.
-    pub fn eval(&self, name: &str, ctx: &Value) -> Result<Value, String> {
-        let src = self.expressions.get(name).ok_or_else(|| format!("no expression `{name}`"))?;
-        let expr = self.env.compile_expression(src).map_err(|e| describe(&e))?;
-        let value = expr.eval(ctx).map_err(|e| format!("expression `{name}` ({src}): {}", describe(&e)))?;
+    pub fn eval(&self, name: &str, ctx: &Value) -> Result<Value, TemplateError> {
+        let text = self
+            .expressions
+            .get(name)
+            .ok_or_else(|| TemplateError::NoExpression { name: name.to_owned() })?;
+        let failed = |source| TemplateError::Eval { name: name.to_owned(), text: text.clone(), source };
+        // Compiled (and checked) once at load; compiled again here because the compiled form
+        // borrows the environment.
+        let value = self.env.compile_expression(text).and_then(|expr| expr.eval(ctx)).map_err(failed)?;
         if value.is_undefined() {
-            return Err(format!("expression `{name}` ({src}) is undefined for this row"));
+            return Err(TemplateError::Undefined { name: name.to_owned(), text: text.clone() });
         }
         Ok(value)
     }

@@ -17,8 +17,14 @@ pub const DEFAULT_URL_TEMPLATE: &str = "https://github.com/{repo}.git";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    #[error("repository {repo}: not found under {searched} and cloning {url} failed: {detail}")]
-    NotFound { repo: String, searched: String, url: String, detail: String },
+    #[error("repository {repo}: not found under {searched} and cloning {url} failed")]
+    NotFound {
+        repo: String,
+        searched: String,
+        url: String,
+        #[source]
+        source: CloneError,
+    },
     #[error("repository {repo}: cannot open {path}")]
     Open {
         repo: String,
@@ -26,10 +32,35 @@ pub enum RepoError {
         #[source]
         source: git2::Error,
     },
-    #[error("repository {repo}: bundle {path} cannot be unpacked: {detail}")]
-    Bundle { repo: String, path: PathBuf, detail: String },
+    #[error("repository {repo}: bundle {path} cannot be read")]
+    BundleRead {
+        repo: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("repository {repo}: bundle {path} cannot be unpacked")]
+    Bundle {
+        repo: String,
+        path: PathBuf,
+        #[source]
+        source: CloneError,
+    },
     #[error("repository {repo}: commit {commit} not found")]
     MissingCommit { repo: String, commit: String },
+}
+
+/// Why `git clone --mirror` made no mirror.
+#[derive(Debug, thiserror::Error)]
+pub enum CloneError {
+    #[error("creating {}", path.display())]
+    Folder { path: PathBuf, source: std::io::Error },
+    #[error("git clone")]
+    Spawn(#[source] std::io::Error),
+    #[error("git clone: {stderr}")]
+    Failed { stderr: String },
+    #[error("renaming into {}", path.display())]
+    Rename { path: PathBuf, source: std::io::Error },
 }
 
 /// Finds repositories for tasks; clones and unpacks into `cache_dir` when needed.
@@ -80,20 +111,20 @@ impl RepoLocator {
         if dest.is_dir() {
             return Ok(dest);
         }
-        self.clone_mirror(&url, &dest).map_err(|detail| RepoError::NotFound {
+        self.clone_mirror(&url, &dest).map_err(|source| RepoError::NotFound {
             repo: task.repo.clone(),
             searched: if searched.is_empty() { "no --repos".into() } else { searched.join(", ") },
             url,
-            detail,
+            source,
         })?;
         Ok(dest)
     }
 
     fn unbundle(&self, repo: &str, bundle: &Path) -> Result<PathBuf, RepoError> {
-        let bytes = std::fs::read(bundle).map_err(|e| RepoError::Bundle {
+        let bytes = std::fs::read(bundle).map_err(|source| RepoError::BundleRead {
             repo: repo.into(),
             path: bundle.into(),
-            detail: e.to_string(),
+            source,
         })?;
         // Keyed by content so an edited bundle is unpacked afresh.
         let key = crate::digest::sha256_hex(&bytes)[..16].to_owned();
@@ -101,23 +132,24 @@ impl RepoLocator {
         if dest.is_dir() {
             return Ok(dest);
         }
-        self.clone_mirror(&bundle.display().to_string(), &dest).map_err(|detail| RepoError::Bundle {
+        self.clone_mirror(&bundle.display().to_string(), &dest).map_err(|source| RepoError::Bundle {
             repo: repo.into(),
             path: bundle.into(),
-            detail,
+            source,
         })?;
         Ok(dest)
     }
 
     /// `git clone --mirror` into a temporary name, then renamed, so a killed clone never
     /// leaves a half-made mirror that later runs would trust.
-    fn clone_mirror(&self, source: &str, dest: &Path) -> Result<(), String> {
+    fn clone_mirror(&self, source: &str, dest: &Path) -> Result<(), CloneError> {
         let _guard = self.clone_lock.lock().unwrap_or_else(|e| e.into_inner());
         if dest.is_dir() {
             return Ok(());
         }
         let parent = dest.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|source| CloneError::Folder { path: parent.to_owned(), source })?;
         let partial = parent.join(format!(
             ".partial-{}-{}",
             std::process::id(),
@@ -134,13 +166,15 @@ impl RepoLocator {
         );
         let output = output.map_err(|e| {
             let _ = std::fs::remove_dir_all(&partial);
-            format!("git clone: {e}")
+            CloneError::Spawn(e)
         })?;
         if !output.status.success() {
             let _ = std::fs::remove_dir_all(&partial);
-            return Err(String::from_utf8_lossy(&output.stderr).trim().to_owned());
+            return Err(CloneError::Failed {
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            });
         }
-        std::fs::rename(&partial, dest).map_err(|e| format!("renaming into {}: {e}", dest.display()))
+        std::fs::rename(&partial, dest).map_err(|source| CloneError::Rename { path: dest.to_owned(), source })
     }
 }
 

@@ -33,23 +33,35 @@ static MATRIX_REF: LazyLock<Regex> =
 
 type Combination = Vec<(String, String)>;
 
-/// Combinations of a `strategy.matrix`: one empty combination without a matrix, Err(why) when
-/// it cannot be expanded here.
-fn combinations(strategy: Option<&Value>) -> Result<Vec<Combination>, String> {
+/// Why a `strategy.matrix` cannot be expanded here (the job is then kept as unsupported).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum MatrixProblem {
+    #[error("its matrix comes from an expression")]
+    Expression,
+    #[error("its matrix uses `include`, which is not expanded")]
+    Include,
+    #[error("its matrix key `{0}` is not a list of plain values")]
+    NotPlainList(String),
+    #[error("its matrix has {0} combinations")]
+    TooMany(usize),
+}
+
+/// Combinations of a `strategy.matrix`: one empty combination without a matrix.
+fn combinations(strategy: Option<&Value>) -> Result<Vec<Combination>, MatrixProblem> {
     let Some(matrix) = strategy.and_then(|s| s.get("matrix")) else {
         return Ok(vec![Vec::new()]);
     };
     let Some(matrix) = matrix.as_mapping() else {
-        return Err("its matrix comes from an expression".into());
+        return Err(MatrixProblem::Expression);
     };
     if matrix.contains_key("include") {
-        return Err("its matrix uses `include`, which is not expanded".into());
+        return Err(MatrixProblem::Include);
     }
     let mut combos: Vec<Combination> = vec![Vec::new()];
     for (key, values) in matrix.iter().filter(|(k, _)| k.as_str() != Some("exclude")) {
         let key = scalar(key).unwrap_or_default();
         let values = values.as_sequence().and_then(|v| v.iter().map(scalar).collect::<Option<Vec<_>>>());
-        let values = values.ok_or_else(|| format!("its matrix key `{key}` is not a list of plain values"))?;
+        let values = values.ok_or_else(|| MatrixProblem::NotPlainList(key.clone()))?;
         let mut next = Vec::with_capacity(combos.len() * values.len());
         for combo in &combos {
             for value in &values {
@@ -69,7 +81,7 @@ fn combinations(strategy: Option<&Value>) -> Result<Vec<Combination>, String> {
         })
     });
     if combos.len() > MAX_COMBINATIONS {
-        return Err(format!("its matrix has {} combinations", combos.len()));
+        return Err(MatrixProblem::TooMany(combos.len()));
     }
     Ok(combos)
 }
@@ -225,7 +237,7 @@ fn workflow(file: &str, text: &str) -> Result<Vec<CiJob>, CiError> {
         })?;
         let (combos, matrix_problem) = match combinations(job.get("strategy")) {
             Ok(combos) => (combos, None),
-            Err(why) => (vec![Vec::new()], Some(why)),
+            Err(why) => (vec![Vec::new()], Some(why.to_string())),
         };
         for combo in &combos {
             let values: Vec<&str> = combo.iter().map(|(_, v)| v.as_str()).collect();
