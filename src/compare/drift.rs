@@ -72,7 +72,7 @@ const PROMPT_KEYS: [&str; 3] = ["retrieval", "max_files", "max_file_chars"];
 pub(super) fn find(base: &RunDir, new: &RunDir, paired: &BTreeSet<String>) -> Vec<Drift> {
     let mut d = Differences(Vec::new());
     let (bm, nm) = (&base.manifest, &new.manifest);
-    match base.kind {
+    match base.kind() {
         RunKind::Suite => {
             d.manifest_field(bm, nm, "suite");
             d.manifest_field(bm, nm, "fingerprint.suite_sha256");

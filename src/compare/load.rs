@@ -1,52 +1,22 @@
-//! Reading one output folder back: a `swe grade` run (report.json, manifest.json) or an
-//! `eval` run (samples.jsonl, results.json, manifest.json), and its per-item scores.
+//! One run to compare: its folder (read by [`RunFolder`]), its settings, and its per-item
+//! scores under a metric.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-
 use super::CompareError;
 use crate::kernel::store::StoredRecord;
-use crate::repair::GradeReport;
-use crate::suites::SampleRecord;
-
-/// What wrote an output folder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunKind {
-    /// `swe grade` / `swe run` (and the repair half of `run`).
-    Swe,
-    /// `eval` (and the HumanEval half of `run`).
-    Suite,
-}
-
-impl std::fmt::Display for RunKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Swe => "swe grade",
-            Self::Suite => "eval",
-        })
-    }
-}
+pub use crate::run::folder::{Records, RunKind};
+use crate::run::folder::{records_file, RunFolder};
 
 /// The SWE metric: whether the instance was resolved.
 pub const SWE_METRIC: &str = "resolved";
 /// A suite's primary metric, the first of these its samples carry.
 const SUITE_PRIMARY: [&str; 3] = ["pass@1", "acc", "exact_match"];
 
-/// The per-item records of a run.
-pub(super) enum Records {
-    Swe(GradeReport),
-    /// The run's records, last one per (seed, document) (see [`SampleRecord::key_of`]).
-    Suite(BTreeMap<String, SampleRecord>),
-}
-
 /// One output folder, read.
 pub(super) struct RunDir {
     pub dir: PathBuf,
-    pub kind: RunKind,
     pub manifest: serde_json::Value,
     pub records: Records,
     /// What was read but left out, and why.
@@ -74,21 +44,6 @@ pub(super) struct Items {
     pub excluded: BTreeMap<String, String>,
 }
 
-fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, CompareError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| CompareError::Read { path: path.to_owned(), source })?;
-    serde_json::from_str(&text).map_err(|source| CompareError::Parse { path: path.to_owned(), what, source })
-}
-
-fn required(dir: &Path, name: &str, what: &'static str) -> Result<PathBuf, CompareError> {
-    let path = dir.join(name);
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(CompareError::Missing { path, what })
-    }
-}
-
 /// Formats a score: integers plainly, fractions to four places.
 pub(super) fn format_value(value: f64) -> String {
     if value.fract() == 0.0 {
@@ -100,70 +55,25 @@ pub(super) fn format_value(value: f64) -> String {
 
 impl RunDir {
     pub fn open(dir: &Path) -> Result<Self, CompareError> {
-        if !dir.is_dir() {
-            return Err(CompareError::NotADirectory(dir.to_owned()));
-        }
-        if dir.join("report.json").is_file() {
-            let report = read_json(&required(dir, "report.json", "swe grade's report")?, "swe grade report")?;
-            let manifest = read_json(&required(dir, "manifest.json", "the run's settings")?, "manifest")?;
-            return Ok(Self {
-                dir: dir.to_owned(),
-                kind: RunKind::Swe,
-                manifest,
-                records: Records::Swe(report),
-                notes: Vec::new(),
-            });
-        }
-        if dir.join("samples.jsonl").is_file() {
-            return Self::open_suite(dir);
-        }
-        Err(CompareError::NotARun(dir.to_owned()))
+        let folder = RunFolder::open(dir)?;
+        let manifest = folder.manifest()?;
+        Ok(Self { dir: folder.dir, manifest, records: folder.records, notes: folder.notes })
     }
 
-    fn open_suite(dir: &Path) -> Result<Self, CompareError> {
-        let samples_path = dir.join("samples.jsonl");
-        let results_path = required(dir, "results.json", "the suite's results")?;
-        let results: serde_json::Value = read_json(&results_path, "suite results")?;
-        let manifest = read_json(&required(dir, "manifest.json", "the run's settings")?, "manifest")?;
-        let shape = crate::suites::record::RunShape::of(&results).map_err(|(field, problem)| {
-            CompareError::Field { path: results_path.clone(), field: field.into(), problem: problem.into() }
-        })?;
-
-        let mut notes = Vec::new();
-        let (records, unreadable): (Vec<SampleRecord>, Vec<String>) =
-            crate::report::read_jsonl(&samples_path);
-        notes.extend(unreadable.into_iter().map(|line| format!("unreadable record skipped: {line}")));
-        let (by_key, dropped) = shape.records(records);
-        if dropped > 0 {
-            notes.push(format!(
-                "{}: {dropped} records of seeds or items outside this run (results.json: seeds {:?}, {} items) left out",
-                samples_path.display(),
-                shape.seeds,
-                shape.items
-            ));
-        }
-        Ok(Self {
-            dir: dir.to_owned(),
-            kind: RunKind::Suite,
-            manifest,
-            records: Records::Suite(by_key),
-            notes,
-        })
+    pub fn kind(&self) -> RunKind {
+        self.records.kind()
     }
 
     /// The file the per-item records come from.
     pub fn records_file(&self) -> PathBuf {
-        self.dir.join(match self.kind {
-            RunKind::Swe => "report.json",
-            RunKind::Suite => "samples.jsonl",
-        })
+        records_file(&self.dir, self.kind())
     }
 
     /// Every item key of the run, scored or not.
     pub fn keys(&self) -> BTreeSet<String> {
         match &self.records {
             Records::Swe(report) => report.instances.iter().map(|r| r.instance_id.clone()).collect(),
-            Records::Suite(records) => records.keys().cloned().collect(),
+            Records::Suite { by_key: records, .. } => records.keys().cloned().collect(),
         }
     }
 
@@ -171,7 +81,7 @@ impl RunDir {
     pub fn metrics(&self) -> BTreeSet<String> {
         match &self.records {
             Records::Swe(_) => BTreeSet::from([SWE_METRIC.to_owned()]),
-            Records::Suite(records) => records.values().flat_map(|r| r.scores.keys().cloned()).collect(),
+            Records::Suite { by_key: records, .. } => records.values().flat_map(|r| r.scores.keys().cloned()).collect(),
         }
     }
 
@@ -216,7 +126,7 @@ impl RunDir {
                     items.scored.insert(r.instance_id.clone(), scored);
                 }
             }
-            Records::Suite(records) => {
+            Records::Suite { by_key: records, .. } => {
                 for (key, r) in records {
                     if r.is_infrastructure_failure() {
                         let errors = r.scores.get("harness_errors").copied().unwrap_or(0.0);

@@ -31,27 +31,8 @@ use crate::stats::paired::{self, PairedCounts, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SE
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    #[error("{0} is not a folder")]
-    NotADirectory(PathBuf),
-    #[error("{0} holds neither report.json (from swe grade) nor samples.jsonl (from eval)")]
-    NotARun(PathBuf),
-    #[error("{path} is missing ({what})")]
-    Missing { path: PathBuf, what: &'static str },
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} is not a valid {what}")]
-    Parse {
-        path: PathBuf,
-        what: &'static str,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("{path}: field `{field}` {problem}")]
-    Field { path: PathBuf, field: String, problem: String },
+    #[error(transparent)]
+    Folder(#[from] crate::run::folder::FolderError),
     #[error("cannot compare runs of different kinds: {base} is {base_kind} output, {new} is {new_kind} output", base = base.display(), new = new.display())]
     DifferentKinds { base: PathBuf, base_kind: RunKind, new: PathBuf, new_kind: RunKind },
     #[error("{path}: no primary metric (pass@1, acc, exact_match or a single exact_match_*); choose one with --metric from: {available}")]
@@ -227,12 +208,12 @@ pub fn compare(
     }
     let base = load::RunDir::open(base_dir)?;
     let new = load::RunDir::open(new_dir)?;
-    if base.kind != new.kind {
+    if base.kind() != new.kind() {
         return Err(CompareError::DifferentKinds {
             base: base.dir.clone(),
-            base_kind: base.kind,
+            base_kind: base.kind(),
             new: new.dir.clone(),
-            new_kind: new.kind,
+            new_kind: new.kind(),
         });
     }
     let (base_keys, new_keys) = (base.keys(), new.keys());
@@ -264,7 +245,7 @@ pub fn compare(
         regressions: pairs.iter().filter(|p| p.new < p.base).map(|p| p.id.clone()).collect(),
         improvements: pairs.iter().filter(|p| p.new > p.base).map(|p| p.id.clone()).collect(),
         verdict: Verdict::of(tested.delta, tested.p_value, options.alpha, options.min_delta),
-        kind: base.kind,
+        kind: base.kind(),
         base_dir: base.dir.clone(),
         new_dir: new.dir.clone(),
         alpha: options.alpha,

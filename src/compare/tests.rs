@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::load::{Records, RunDir};
+use crate::suites::record::RunShape;
 use super::*;
 use crate::grade::{Resolution, TestsStatus, Verdict as SweVerdict};
 use crate::kernel::fingerprint::FingerprintBuilder;
@@ -39,7 +40,6 @@ fn instance(id: &str, verdict: SweVerdict, task: &str) -> InstanceResult {
 fn swe_run(manifest: Value, instances: Vec<InstanceResult>) -> RunDir {
     RunDir {
         dir: PathBuf::from("run"),
-        kind: RunKind::Swe,
         manifest,
         records: Records::Swe(GradeReport::new(instances, Vec::new())),
         notes: Vec::new(),
@@ -169,9 +169,11 @@ fn suite_manifest() -> Value {
 fn suite_run(manifest: Value) -> RunDir {
     RunDir {
         dir: PathBuf::from("run"),
-        kind: RunKind::Suite,
         manifest,
-        records: Records::Suite(BTreeMap::new()),
+        records: Records::Suite {
+            shape: RunShape { suite: None, seeds: vec![0, 1], items: 0 },
+            by_key: BTreeMap::new(),
+        },
         notes: Vec::new(),
     }
 }

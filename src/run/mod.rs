@@ -2,5 +2,6 @@
 //! code repair (see `ARCHITECTURE.md`).
 
 pub mod config;
+pub mod folder;
 pub mod pipeline;
 pub mod regenerate;
