@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use crate::digest::Sha256Pieces;
 
 /// The git commit this binary was built from, `-dirty` when the work tree differed.
 pub const BUILD_COMMIT: &str = env!("REPAIRBENCH_BUILD_COMMIT");
@@ -61,14 +61,11 @@ impl FingerprintBuilder {
     }
 
     pub fn finish(self) -> Fingerprint {
-        let mut hasher = Sha256::new();
+        let mut hasher = Sha256Pieces::new();
         for (name, value) in &self.parts {
-            hasher.update(name.as_bytes());
-            hasher.update([0]);
-            hasher.update(value.as_bytes());
-            hasher.update([0]);
+            hasher.raw(name).raw([0u8]).raw(value).raw([0u8]);
         }
-        Fingerprint { hash: hex::encode(&hasher.finalize()[..16]), parts: self.parts }
+        Fingerprint { hash: hasher.hex_prefix(16), parts: self.parts }
     }
 }
 

@@ -16,7 +16,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
-use sha2::{Digest, Sha256};
+use crate::digest::Sha256Pieces;
 use tokio::io::AsyncReadExt;
 
 use super::apt;
@@ -105,10 +105,6 @@ pub(crate) async fn build_lock(tag: &str) -> Result<std::fs::File, ImageError> {
         .map_err(io_at(&path))
 }
 
-pub(crate) fn short_hash(hasher: Sha256) -> String {
-    hex::encode(hasher.finalize())[..16].to_string()
-}
-
 pub(crate) fn spinner(message: String) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.set_style(
@@ -148,14 +144,12 @@ pub async fn image_exists(docker: &Docker, reference: &str) -> Result<bool, Imag
 
 /// The tag the base gets: a hash of everything that decides its content (not the mirror).
 pub fn base_tag() -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(BASE_RECIPE);
-    hasher.update(BASE_SUITE);
+    let mut hasher = Sha256Pieces::new();
+    hasher.raw(BASE_RECIPE).raw(BASE_SUITE);
     for package in BASE_PACKAGES {
-        hasher.update([0]);
-        hasher.update(package);
+        hasher.raw([0u8]).raw(package);
     }
-    format!("{BASE_REPO}:{}", short_hash(hasher))
+    format!("{BASE_REPO}:{}", hasher.hex_prefix(8))
 }
 
 /// The mirror for the base: `REPAIRBENCH_DEBIAN_MIRROR`, else the host's apt configuration.

@@ -10,12 +10,12 @@ use std::time::Instant;
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use bollard::Docker;
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
+use crate::digest::Sha256Pieces;
 
 use super::archive::{tar_entries, Entry, Owner};
 use super::docker::{LABEL_OWNER, OWNER};
 use super::images::{
-    api, build_lock, ensure_default_image, image_exists, io_at, short_hash, spinner, ImageError,
+    api, build_lock, ensure_default_image, image_exists, io_at, spinner, ImageError,
     LABEL_INPUTS, LABEL_LAYER,
 };
 
@@ -403,13 +403,10 @@ impl BuildLog {
 /// Hash of a layer's inputs: the parent image id and every context file (path and content,
 /// length-prefixed so no two different inputs collide by concatenation).
 pub(crate) fn layer_inputs_hash(parent_id: &str, files: &LayerFiles) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(parent_id.as_bytes());
+    let mut hasher = Sha256Pieces::new();
+    hasher.raw(parent_id);
     for (path, content) in files {
-        hasher.update((path.len() as u64).to_le_bytes());
-        hasher.update(path.as_bytes());
-        hasher.update((content.len() as u64).to_le_bytes());
-        hasher.update(content);
+        hasher.framed(path).framed(content);
     }
-    short_hash(hasher)
+    hasher.hex_prefix(8)
 }

@@ -3,7 +3,7 @@
 //! assembled prompt.
 
 use minijinja::Value;
-use sha2::{Digest, Sha256};
+use crate::digest::Sha256Pieces;
 
 use crate::rng::SplitMix64;
 
@@ -93,13 +93,11 @@ pub fn make_docs(suite: &Suite, rows: Vec<Row>) -> Result<Vec<Doc>, SuiteError> 
 
 /// 64 bits from SHA-256 of the parts (each length-prefixed so ("ab","c") ≠ ("a","bc")).
 pub fn stable_hash(parts: &[&[u8]]) -> u64 {
-    let mut h = Sha256::new();
+    let mut h = Sha256Pieces::new();
     for p in parts {
-        h.update((p.len() as u64).to_le_bytes());
-        h.update(p);
+        h.framed(p);
     }
-    let digest = h.finalize();
-    u64::from_le_bytes(digest[..8].try_into().expect("sha256 has 32 bytes"))
+    h.first_u64()
 }
 
 /// A permutation of `0..n` determined by `key` alone (Fisher-Yates on a hash-seeded stream).
