@@ -1,7 +1,7 @@
-use anyhow::Context;
+//! `images`: flags resolved, then one call into [`repairbench::run::images`].
+
 use clap::Subcommand;
-use repairbench::sandbox::images;
-use repairbench::sandbox::DockerSandbox;
+use repairbench::run::images;
 
 #[derive(Debug, Subcommand)]
 pub enum ImagesCommand {
@@ -42,56 +42,39 @@ pub enum ImagesCommand {
 }
 
 pub fn run(cmd: ImagesCommand) -> anyhow::Result<u8> {
-    if let ImagesCommand::Build { dataset: Some(dataset), repos, workers, .. } = cmd {
-        return build_environments(dataset, repos, workers);
-    }
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(run_async(cmd))
-}
-
-async fn run_async(cmd: ImagesCommand) -> anyhow::Result<u8> {
-    let sandbox = DockerSandbox::connect().await?;
-    let docker = sandbox.docker();
     match cmd {
-        ImagesCommand::List { json } => {
-            let rows = images::list_images(docker).await?;
-            if json {
-                for row in &rows {
-                    println!("{}", serde_json::to_string(row)?);
+        ImagesCommand::List { json } => list(json),
+        ImagesCommand::Build { dataset: Some(dataset), repos, workers, .. } => {
+            let plan = images::EnvironmentBuildPlan {
+                dataset,
+                repos,
+                url_template: repairbench::env::get(repairbench::env::REPO_URL_TEMPLATE),
+                cache_dir: repairbench::env::cache_dir(),
+                workers,
+            };
+            let rows = images::build_environments(plan)?;
+            let failed = rows.iter().filter(|r| r.error.is_some()).count();
+            for row in &rows {
+                match (&row.image, &row.error) {
+                    (Some(image), _) => println!("{:<40} {image}", row.instance_id),
+                    (None, error) => {
+                        println!("{:<40} FAILED {}", row.instance_id, error.as_deref().unwrap_or(""))
+                    }
                 }
-                return Ok(super::EXIT_OK);
             }
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64);
-            println!("{:<40} {:<10} {:>10} {:>8}  ID", "TAG", "LAYER", "SIZE", "AGE");
-            for row in rows {
-                let tag = row.tags.first().cloned().unwrap_or_else(|| "<untagged>".into());
-                println!(
-                    "{:<40} {:<10} {:>7.0} MB {:>7}  {}",
-                    tag,
-                    row.layer,
-                    row.size_bytes as f64 / 1e6,
-                    human_age(now - row.created),
-                    row.id.trim_start_matches("sha256:").chars().take(12).collect::<String>()
-                );
-            }
+            println!("{} environments ready, {failed} failed", rows.len() - failed);
+            Ok(if failed > 0 { super::EXIT_IMAGE_BUILD_FAILED } else { super::EXIT_OK })
         }
         ImagesCommand::Build { dir, name, parent, .. } => {
-            let tag = match (dir, name) {
-                (Some(dir), Some(name)) => {
-                    let parent = match parent {
-                        Some(p) => p,
-                        None => images::ensure_default_image(docker).await?,
-                    };
-                    images::build_layer_from_dir(docker, &name, &dir, &parent).await?
-                }
-                _ => images::ensure_default_image(docker).await?,
+            let what = match (dir, name) {
+                (Some(dir), Some(name)) => images::ImageBuild::Layer { dir, name, parent },
+                _ => images::ImageBuild::Default,
             };
-            println!("{tag}");
+            println!("{}", images::build_image(what)?);
+            Ok(super::EXIT_OK)
         }
         ImagesCommand::Prune { all } => {
-            let report = images::prune_images(docker, all).await?;
+            let report = images::prune_images(all)?;
             for name in &report.removed {
                 println!("removed {name}");
             }
@@ -101,43 +84,34 @@ async fn run_async(cmd: ImagesCommand) -> anyhow::Result<u8> {
             if report.removed.is_empty() && report.kept.is_empty() {
                 println!("nothing to prune");
             }
+            Ok(super::EXIT_OK)
         }
     }
-    Ok(super::EXIT_OK)
 }
 
-fn build_environments(
-    dataset: std::path::PathBuf,
-    repos: Option<std::path::PathBuf>,
-    workers: usize,
-) -> anyhow::Result<u8> {
-    use repairbench::run::pipeline;
-    if workers == 0 {
-        anyhow::bail!("--workers must be at least 1");
-    }
-    let mut settings = repairbench::repair::GradeSettings::new(String::new());
-    settings.workers = workers;
-    let plan = repairbench::repair::GradePlan {
-        dataset,
-        predictions: repairbench::tasks::PredictionSource::Gold,
-        repos,
-        url_template: repairbench::env::get(repairbench::env::REPO_URL_TEMPLATE),
-        cache_dir: repairbench::env::cache_dir(),
-        out: std::path::PathBuf::new(),
-        settings,
-        extra_manifest: Default::default(),
-        force: false,
-    };
-    let rows = pipeline::prebuild(plan)?;
-    let failed = rows.iter().filter(|r| r.error.is_some()).count();
-    for row in &rows {
-        match (&row.image, &row.error) {
-            (Some(image), _) => println!("{:<40} {image}", row.instance_id),
-            (None, error) => println!("{:<40} FAILED {}", row.instance_id, error.as_deref().unwrap_or("")),
+fn list(json: bool) -> anyhow::Result<u8> {
+    let rows = images::list_images()?;
+    if json {
+        for row in &rows {
+            println!("{}", serde_json::to_string(row)?);
         }
+        return Ok(super::EXIT_OK);
     }
-    println!("{} environments ready, {failed} failed", rows.len() - failed);
-    Ok(if failed > 0 { super::EXIT_IMAGE_BUILD_FAILED } else { super::EXIT_OK })
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    println!("{:<40} {:<10} {:>10} {:>8}  ID", "TAG", "LAYER", "SIZE", "AGE");
+    for row in rows {
+        let tag = row.tags.first().cloned().unwrap_or_else(|| "<untagged>".into());
+        println!(
+            "{:<40} {:<10} {:>7.0} MB {:>7}  {}",
+            tag,
+            row.layer,
+            row.size_bytes as f64 / 1e6,
+            human_age(now - row.created),
+            row.id.trim_start_matches("sha256:").chars().take(12).collect::<String>()
+        );
+    }
+    Ok(super::EXIT_OK)
 }
 
 fn human_age(seconds: i64) -> String {

@@ -1,12 +1,13 @@
+//! `sandbox`: flags resolved, then one call into [`repairbench::run::images`].
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use repairbench::kernel::interrupt;
+use repairbench::run::images;
 use repairbench::sandbox::output::{OutputChunk, StreamKind};
-use repairbench::sandbox::{archive, images, DockerSandbox, EnvSpec, Job, Limits, Verdict};
+use repairbench::sandbox::{Limits, Verdict};
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
@@ -75,68 +76,44 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 pub fn run(cmd: SandboxCommand) -> anyhow::Result<u8> {
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     match cmd {
-        SandboxCommand::Run(args) => runtime.block_on(run_one(args)),
-        SandboxCommand::Reap => runtime.block_on(async {
-            // Connecting reaps; say what it found.
-            let sandbox = DockerSandbox::connect().await?;
-            let reaped = sandbox.reaped_at_connect();
+        SandboxCommand::Run(args) => run_one(args),
+        SandboxCommand::Reap => {
+            let reaped = images::reap()?;
             println!(
                 "removed {} containers, {} networks, {} volumes",
                 reaped.containers, reaped.networks, reaped.volumes
             );
             Ok(super::EXIT_OK)
-        }),
+        }
     }
 }
 
-async fn run_one(args: RunArgs) -> anyhow::Result<u8> {
-    if !(args.cpus.is_finite() && args.cpus > 0.0) {
-        anyhow::bail!("--cpus must be positive, got {}", args.cpus);
-    }
-    let files_in = match &args.copy_in {
-        Some(dir) if !dir.is_dir() => anyhow::bail!("--copy-in {}: not a directory", dir.display()),
-        Some(dir) => Some(archive::tar_dir(dir)?),
-        None => None,
-    };
-    let sandbox = DockerSandbox::connect().await?;
-    interrupt::watch(&sandbox);
-    let image = match args.image.clone() {
-        Some(image) => image,
-        None => images::ensure_default_image(sandbox.docker()).await?,
-    };
-    let mut spec = EnvSpec::new(image.clone());
-    spec.limits = Limits {
-        memory_bytes: args.memory,
-        cpus: args.cpus,
-        pids: args.pids,
-        output_cap_bytes: args.output_cap as usize,
-        // `sandbox run`'s workspace is on disk: files go in before the command and come out after.
-        ..Limits::default()
-    };
-    let job = Job {
-        cmd: args.cmd.clone(),
+fn run_one(args: RunArgs) -> anyhow::Result<u8> {
+    let run = images::SandboxRun {
+        image: args.image,
+        limits: Limits {
+            memory_bytes: args.memory,
+            cpus: args.cpus,
+            pids: args.pids,
+            output_cap_bytes: args.output_cap as usize,
+            // `sandbox run`'s workspace is on disk: files go in before the command and come out after.
+            ..Limits::default()
+        },
         timeout: args.timeout,
-        files_in,
-        copy_out: None,
-        copy_out_after_timeout: false,
+        copy_in: args.copy_in,
+        cmd: args.cmd,
     };
-    let (sink, mut chunks) = tokio::sync::mpsc::unbounded_channel::<OutputChunk>();
-    let printer = tokio::spawn(async move {
-        while let Some(chunk) = chunks.recv().await {
-            let _ = match chunk.stream {
-                StreamKind::Stdout => {
-                    std::io::stdout().write_all(&chunk.bytes).and_then(|_| std::io::stdout().flush())
-                }
-                StreamKind::Stderr => std::io::stderr().write_all(&chunk.bytes),
-            };
-        }
-    });
-    let sink = (!args.json).then_some(sink);
-    let outcome = interrupt::until_stopped(sandbox.run_job(&spec, &job, sink)).await;
-    let _ = printer.await;
-    let result = outcome?.result;
+    let print = |chunk: OutputChunk| {
+        let _ = match chunk.stream {
+            StreamKind::Stdout => {
+                std::io::stdout().write_all(&chunk.bytes).and_then(|_| std::io::stdout().flush())
+            }
+            StreamKind::Stderr => std::io::stderr().write_all(&chunk.bytes),
+        };
+    };
+    let on_output: Option<Box<dyn FnMut(OutputChunk) + Send>> = (!args.json).then(|| Box::new(print) as _);
+    let (image, result) = images::run_in_sandbox(run, on_output)?;
     if args.json {
         let (exit_code, error) = match &result.verdict {
             Verdict::Exit(code) => (Some(*code), None),

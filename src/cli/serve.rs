@@ -1,7 +1,7 @@
-//! `repairbench serve`: flags resolved, then [`repairbench::serve::serve`].
+//! `repairbench serve`: flags resolved, then [`repairbench::serve::serve_model`].
 
 use clap::Args;
-use repairbench::model::{Engine, DEFAULT_MODEL};
+use repairbench::model::DEFAULT_MODEL;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -21,13 +21,11 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let source = args.model.as_deref().unwrap_or(DEFAULT_MODEL);
-    let engine = Engine::load(source)?;
-    let runtime = tokio::runtime::Runtime::new()?;
     let addr = format!("{}:{}", args.host, args.port);
-    runtime.block_on(repairbench::serve::serve(engine, args.decode_batch.max(1), &addr, |local| {
+    repairbench::serve::serve_model(source, args.decode_batch, &addr, |local| {
         use std::io::Write;
         println!("listening on http://{local}/v1");
         let _ = std::io::stdout().flush();
-    }))?;
+    })?;
     Ok(super::EXIT_OK)
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::CompareError;
 use crate::kernel::store::StoredRecord;
-pub use crate::run::folder::{Records, RunKind};
 use crate::run::folder::{records_file, RunFolder};
+pub use crate::run::folder::{Records, RunKind};
 
 /// The SWE metric: whether the instance was resolved.
 pub const SWE_METRIC: &str = "resolved";
@@ -81,7 +81,9 @@ impl RunDir {
     pub fn metrics(&self) -> BTreeSet<String> {
         match &self.records {
             Records::Swe(_) => BTreeSet::from([SWE_METRIC.to_owned()]),
-            Records::Suite { by_key: records, .. } => records.values().flat_map(|r| r.scores.keys().cloned()).collect(),
+            Records::Suite { by_key: records, .. } => {
+                records.values().flat_map(|r| r.scores.keys().cloned()).collect()
+            }
         }
     }
 

@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::load::{Records, RunDir};
-use crate::suites::record::RunShape;
 use super::*;
 use crate::grade::{Resolution, TestsStatus, Verdict as SweVerdict};
 use crate::kernel::fingerprint::FingerprintBuilder;
 use crate::repair::{GradeReport, InstanceResult, Timings};
 use crate::suites::record::OutputRecord;
+use crate::suites::record::RunShape;
 use crate::suites::SampleRecord;
 
 fn instance(id: &str, verdict: SweVerdict, task: &str) -> InstanceResult {

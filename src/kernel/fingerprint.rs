@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use crate::digest::Sha256Pieces;
+use serde::{Deserialize, Serialize};
 
 /// The git commit this binary was built from, `-dirty` when the work tree differed.
 pub const BUILD_COMMIT: &str = env!("REPAIRBENCH_BUILD_COMMIT");

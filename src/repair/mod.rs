@@ -31,7 +31,7 @@ use crate::grade::{self, Resolution, StatusMap, StatusSource, TestsStatus, Verdi
 use crate::patch::{protect::Tampering, ApplyMethod};
 use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
 use crate::sandbox::{EnvSpec, Limits, Sandbox};
-use crate::tasks::{self, repos, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
+use crate::tasks::{self, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
 
 use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::kernel::store::StoredRecord;
@@ -261,19 +261,6 @@ impl StoredRecord for InstanceResult {
 
 pub use crate::tasks::safe_name;
 
-fn sha256_file(path: &Path) -> Option<String> {
-    crate::digest::sha256_file(path).ok()
-}
-
-fn git_version() -> Option<String> {
-    let out = std::process::Command::new("git").arg("--version").output().ok()?;
-    Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// Grades every prediction of `plan`, writing `results.jsonl` as it goes, then `report.json`
 /// and `manifest.json`. Returns the report.
 pub async fn grade<S: Sandbox + 'static>(
@@ -300,7 +287,7 @@ pub async fn grade<S: Sandbox + 'static>(
 
     std::fs::create_dir_all(&plan.out)
         .map_err(|source| RunError::Report(report::ReportError::Write { path: plan.out.clone(), source }))?;
-    write_manifest(plan, &task_set.tasks).map_err(RunError::Report)?;
+    reports::write_manifest(plan, &task_set.tasks).map_err(RunError::Report)?;
     let out = plan.out.clone();
     // report.json, then its views (report.md, junit.xml, report.html): the final files, each a
     // subscriber of the run.
@@ -353,45 +340,6 @@ pub async fn grade<S: Sandbox + 'static>(
     };
     let run = kernel.finish_with(verdict_counts).map_err(RunError::Report)?;
     Ok(GradeReport::from_run(&run))
-}
-
-fn write_manifest(plan: &GradePlan, tasks: &[SweTask]) -> Result<(), report::ReportError> {
-    let predictions = match &plan.predictions {
-        PredictionSource::Gold => serde_json::json!({"builtin": "gold"}),
-        PredictionSource::Empty => serde_json::json!({"builtin": "empty"}),
-        PredictionSource::File(path) => {
-            serde_json::json!({"path": path, "sha256": sha256_file(path)})
-        }
-    };
-    let mut manifest = serde_json::json!({
-        "command": "swe grade",
-        "repairbench_version": env!("CARGO_PKG_VERSION"),
-        "started_unix_s": unix_now(),
-        "dataset": {
-            "path": plan.dataset,
-            "sha256": sha256_file(&plan.dataset),
-            "instances": tasks.len(),
-            "bundles": tasks.iter().filter_map(|t| t.bundle.as_ref().map(|b| (t.instance_id.clone(), sha256_file(b)))).collect::<BTreeMap<_, _>>(),
-        },
-        "predictions": predictions,
-        "repos": plan.repos,
-        "url_template": plan.url_template.clone().unwrap_or_else(|| repos::DEFAULT_URL_TEMPLATE.into()),
-        "settings": {
-            "image": plan.settings.image,
-            "image_id": plan.settings.image_id,
-            "timeout_s": plan.settings.timeout.as_secs_f64(),
-            "workers": plan.settings.workers,
-            "flaky_reruns": plan.settings.flaky_reruns,
-            "limits": plan.settings.limits,
-            "junit_family": "xunit1",
-        },
-        "tools": {"git": git_version(), "libgit2": format!("{:?}", git2::Version::get().libgit2_version())},
-        "host": {"os": std::env::consts::OS, "arch": std::env::consts::ARCH},
-    });
-    for (key, value) in &plan.extra_manifest {
-        manifest[key] = value.clone();
-    }
-    report::write_json_atomic(&plan.out.join("manifest.json"), &manifest)
 }
 
 fn error_result(id: &str, detail: String) -> InstanceResult {

@@ -1,8 +1,10 @@
 //! The human and CI views of a finished grading run: `report.md` (headline with its interval,
 //! verdicts, infrastructure errors, slowest instances), `junit.xml` (one test case per
 //! instance) and `report.html` ([`super::html`]). All are made from the same records as
-//! `report.json`, by [`write_views`]: when a run finishes, and by `repairbench report`.
+//! `report.json`, by [`write_views`]: when a run finishes, and by `repairbench report`. Also
+//! the run's `manifest.json`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::grade::Verdict;
@@ -10,7 +12,9 @@ use crate::report::junit::{self, Case, CaseOutcome};
 use crate::report::markdown::{percent, table};
 use crate::report::{write_text_atomic, ReportError};
 
-use super::{GradeReport, InstanceResult};
+use super::{GradePlan, GradeReport, InstanceResult};
+use crate::report;
+use crate::tasks::{repos, PredictionSource, SweTask};
 
 /// The view files, in the order [`write_views`] writes them.
 pub const VIEWS: [&str; 3] = ["report.md", "junit.xml", "report.html"];
@@ -114,4 +118,57 @@ pub fn junit(report: &GradeReport, out_dir: &Path) -> String {
         })
         .collect();
     junit::render("repairbench swe grade", &[], &cases)
+}
+
+/// Writes `manifest.json`: every setting of the grading run, the inputs' hashes and the tools.
+pub(super) fn write_manifest(plan: &GradePlan, tasks: &[SweTask]) -> Result<(), report::ReportError> {
+    let predictions = match &plan.predictions {
+        PredictionSource::Gold => serde_json::json!({"builtin": "gold"}),
+        PredictionSource::Empty => serde_json::json!({"builtin": "empty"}),
+        PredictionSource::File(path) => {
+            serde_json::json!({"path": path, "sha256": sha256_file(path)})
+        }
+    };
+    let mut manifest = serde_json::json!({
+        "command": "swe grade",
+        "repairbench_version": env!("CARGO_PKG_VERSION"),
+        "started_unix_s": unix_now(),
+        "dataset": {
+            "path": plan.dataset,
+            "sha256": sha256_file(&plan.dataset),
+            "instances": tasks.len(),
+            "bundles": tasks.iter().filter_map(|t| t.bundle.as_ref().map(|b| (t.instance_id.clone(), sha256_file(b)))).collect::<BTreeMap<_, _>>(),
+        },
+        "predictions": predictions,
+        "repos": plan.repos,
+        "url_template": plan.url_template.clone().unwrap_or_else(|| repos::DEFAULT_URL_TEMPLATE.into()),
+        "settings": {
+            "image": plan.settings.image,
+            "image_id": plan.settings.image_id,
+            "timeout_s": plan.settings.timeout.as_secs_f64(),
+            "workers": plan.settings.workers,
+            "flaky_reruns": plan.settings.flaky_reruns,
+            "limits": plan.settings.limits,
+            "junit_family": "xunit1",
+        },
+        "tools": {"git": git_version(), "libgit2": format!("{:?}", git2::Version::get().libgit2_version())},
+        "host": {"os": std::env::consts::OS, "arch": std::env::consts::ARCH},
+    });
+    for (key, value) in &plan.extra_manifest {
+        manifest[key] = value.clone();
+    }
+    report::write_json_atomic(&plan.out.join("manifest.json"), &manifest)
+}
+
+fn sha256_file(path: &Path) -> Option<String> {
+    crate::digest::sha256_file(path).ok()
+}
+
+fn git_version() -> Option<String> {
+    let out = std::process::Command::new("git").arg("--version").output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }

@@ -85,8 +85,8 @@ pub struct RunFolder {
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, FolderError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| FolderError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| FolderError::Read { path: path.to_owned(), source })?;
     serde_json::from_str(&text).map_err(|source| FolderError::Parse { path: path.to_owned(), what, source })
 }
 
@@ -122,10 +122,14 @@ impl RunFolder {
     fn open_suite(dir: &Path) -> Result<Self, FolderError> {
         let results_path = dir.join("results.json");
         let results: serde_json::Value = read_json(&results_path, "suite results file")?;
-        let shape = RunShape::of(&results)
-            .map_err(|(field, problem)| FolderError::Field { path: results_path.clone(), field, problem })?;
+        let shape = RunShape::of(&results).map_err(|(field, problem)| FolderError::Field {
+            path: results_path.clone(),
+            field,
+            problem,
+        })?;
         let samples_path = dir.join("samples.jsonl");
-        let (records, unreadable): (Vec<SampleRecord>, Vec<String>) = crate::report::read_jsonl(&samples_path);
+        let (records, unreadable): (Vec<SampleRecord>, Vec<String>) =
+            crate::report::read_jsonl(&samples_path);
         let mut notes: Vec<String> =
             unreadable.into_iter().map(|line| format!("unreadable record skipped: {line}")).collect();
         let (by_key, dropped) = shape.records(records);
@@ -148,7 +152,10 @@ impl RunFolder {
     pub fn manifest(&self) -> Result<serde_json::Value, FolderError> {
         let path = self.dir.join("manifest.json");
         if !path.is_file() {
-            return Err(FolderError::Missing { path, why: "the run's settings; was the folder copied whole?" });
+            return Err(FolderError::Missing {
+                path,
+                why: "the run's settings; was the folder copied whole?",
+            });
         }
         read_json(&path, "manifest")
     }

@@ -3,5 +3,6 @@
 
 pub mod config;
 pub mod folder;
+pub mod images;
 pub mod pipeline;
 pub mod regenerate;

@@ -101,15 +101,15 @@ impl Completion {
 }
 
 /// A connected sandbox, watched for signals, with the runtime its calls run on.
-struct Session {
-    runtime: tokio::runtime::Runtime,
-    sandbox: DockerSandbox,
+pub(super) struct Session {
+    pub(super) runtime: tokio::runtime::Runtime,
+    pub(super) sandbox: DockerSandbox,
 }
 
 impl Session {
     /// Connects (which reaps what dead runs left) and watches the run for signals.
     /// `env_lifetime` bounds how long any environment container of this run can live.
-    fn start(env_lifetime: Duration) -> Result<Self, PipelineError> {
+    pub(super) fn start(env_lifetime: Duration) -> Result<Self, PipelineError> {
         let runtime = tokio::runtime::Runtime::new().map_err(PipelineError::Runtime)?;
         let sandbox = runtime.block_on(interrupt::until_stopped(DockerSandbox::connect()))?;
         let sandbox = sandbox.with_env_lifetime(env_lifetime);
@@ -119,7 +119,7 @@ impl Session {
 
     /// The image to run in (`None`: the default, built when missing) and its content id. A
     /// named image the engine does not have is an error now, not one per item later.
-    fn image(&self, requested: Option<&str>) -> Result<(String, Option<String>), PipelineError> {
+    pub(super) fn image(&self, requested: Option<&str>) -> Result<(String, Option<String>), PipelineError> {
         let docker = self.sandbox.docker();
         self.runtime.block_on(interrupt::until_stopped(async {
             let image = match requested.filter(|i| !i.is_empty()) {
@@ -204,26 +204,6 @@ pub fn validate(mut plan: GradePlan) -> Result<repair::validate::ValidationRepor
     let mut progress = ConsoleProgress::new();
     let validated = repair::validate::validate(sandbox, &plan, &mut progress as &mut dyn Reporter<_>);
     Ok(session.runtime.block_on(interrupt::until_stopped(validated))?)
-}
-
-/// `images build --dataset`: every environment of `plan`'s dataset, built ahead of grading.
-pub fn prebuild(mut plan: GradePlan) -> Result<Vec<repair::prebuild::PrebuiltEnvironment>, PipelineError> {
-    let session = Session::start(grade_env_lifetime(&plan.settings))?;
-    let requested = Some(plan.settings.image.clone());
-    (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
-    let tasks = crate::tasks::load_tasks(&plan.dataset).map_err(repair::RunError::Dataset)?;
-    for skipped in &tasks.skipped {
-        tracing::warn!("skipped {}: {}", skipped.location, skipped.reason);
-    }
-    let locator = Arc::new(crate::tasks::RepoLocator::new(
-        plan.repos.clone(),
-        plan.url_template.clone(),
-        plan.cache_dir.clone(),
-    ));
-    let sandbox = Arc::new(session.sandbox.clone());
-    let logs = plan.cache_dir.join("logs").join("environments");
-    let built = repair::prebuild::prebuild(sandbox, tasks.tasks, locator, &plan.settings, &logs);
-    Ok(session.runtime.block_on(interrupt::until_stopped(built)))
 }
 
 /// `tasks harvest`: tasks from a repository's history (see [`repair::harvest`]).

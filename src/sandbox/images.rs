@@ -10,13 +10,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::digest::Sha256Pieces;
 use bollard::query_parameters::{
     CreateImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
-use crate::digest::Sha256Pieces;
 use tokio::io::AsyncReadExt;
 
 use super::apt;

@@ -7,16 +7,16 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::digest::Sha256Pieces;
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use bollard::Docker;
 use futures_util::StreamExt;
-use crate::digest::Sha256Pieces;
 
 use super::archive::{tar_entries, Entry, Owner};
 use super::docker::{LABEL_OWNER, OWNER};
 use super::images::{
-    api, build_lock, ensure_default_image, image_exists, io_at, spinner, ImageError,
-    LABEL_INPUTS, LABEL_LAYER,
+    api, build_lock, ensure_default_image, image_exists, io_at, spinner, ImageError, LABEL_INPUTS,
+    LABEL_LAYER,
 };
 
 pub use crate::env::PASSED_BUILD_ARGS;

@@ -36,6 +36,28 @@ pub enum ServeError {
     },
     #[error("the server stopped")]
     Serve(#[source] std::io::Error),
+    #[error("loading model {model}")]
+    Model {
+        model: String,
+        #[source]
+        source: Box<crate::model::ModelError>,
+    },
+    #[error("starting the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// `repairbench serve`: loads the model from `source` (a GGUF path, `hf:` or `pip:`) and
+/// serves it on `addr` until the process is stopped (see [`serve`]).
+pub fn serve_model(
+    source: &str,
+    max_batch: usize,
+    addr: &str,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let engine = Engine::load(source)
+        .map_err(|e| ServeError::Model { model: source.to_owned(), source: Box::new(e) })?;
+    let runtime = tokio::runtime::Runtime::new().map_err(ServeError::Runtime)?;
+    runtime.block_on(serve(engine, max_batch.max(1), addr, on_listening))
 }
 
 /// The routes, for a listener or a test.

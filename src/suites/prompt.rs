@@ -2,8 +2,8 @@
 //! global random state, multiple-choice options (shuffled per question when asked), and the
 //! assembled prompt.
 
-use minijinja::Value;
 use crate::digest::Sha256Pieces;
+use minijinja::Value;
 
 use crate::rng::SplitMix64;
 
