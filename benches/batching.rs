@@ -21,7 +21,7 @@ use repairbench::suites::load_suite;
 use repairbench::suites::prompt::make_docs;
 use repairbench::suites::source;
 
-#[path = "../tests/common_llama.rs"]
+#[path = "../tests/common/llama.rs"]
 mod common_llama;
 
 fn env_usize(name: &str, default: usize) -> usize {

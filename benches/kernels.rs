@@ -2,7 +2,7 @@
 //! `QMatMul` on the same weights. Run: `cargo bench --bench kernels`.
 //!
 //! Files: the default model (Q4_1) and what llama-quantize makes of it (Q4_K_M, Q5_K_M, Q6_K,
-//! Q8_0, F16; tests/common_llama.rs). For each distinct weight type and shape of the first layer
+//! Q8_0, F16; tests/common/llama.rs). For each distinct weight type and shape of the first layer
 //! and the output projection, at 1, 8 and 512 activation rows: the median time per call, the
 //! time per weight block and activation row, and for one row (decode) the rate at which weight
 //! bytes are read. One thread unless `REPAIRBENCH_THREADS` says otherwise.
@@ -19,7 +19,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use repairbench::model::kernels::QLinear;
 
-#[path = "../tests/common_llama.rs"]
+#[path = "../tests/common/llama.rs"]
 mod common_llama;
 
 const QUANTIZATIONS: [&str; 5] = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "F16"];

@@ -3,7 +3,7 @@
 //! model_speed`.
 //!
 //! Files: the default model (Q4_1) and what llama-quantize makes of it (Q4_K_M, Q5_K_M, Q6_K,
-//! Q8_0, F16; tests/common_llama.rs), at 1 and 2 threads.
+//! Q8_0, F16; tests/common/llama.rs), at 1 and 2 threads.
 //! 1. Our engine, in a child process (so its peak RSS is its own): prefill tok/s of a 512-token
 //!    prompt, decode tok/s of 128 tokens from an empty context (what `llama-bench -p 512 -n 128`
 //!    measures), and for the default model per-token log-probs of the fidelity fixture's text.
@@ -27,7 +27,7 @@ use repairbench::model::transformer::Logits;
 use repairbench::model::{Engine, LanguageModel, DEFAULT_MODEL};
 use serde::{Deserialize, Serialize};
 
-#[path = "../tests/common_llama.rs"]
+#[path = "../tests/common/llama.rs"]
 mod common_llama;
 
 const CHILD_FLAG: &str = "--engine-child";

@@ -7,7 +7,7 @@
 //!
 //! `cargo bench --bench services --profile dev [-- ROUNDS]` (default 3).
 
-#[path = "../tests/common_swe.rs"]
+#[path = "../tests/common/swe.rs"]
 mod common_swe;
 
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! programs run one per container or side by side; a daemon a program leaves is killed; and a
 //! runner killed mid-batch is rerun, not scored.
 
-mod common_sandbox;
+mod common;
 
 use std::time::{Duration, Instant};
 
@@ -14,8 +14,8 @@ use repairbench::suites::{CodeRunner, Program, ProgramStatus, SandboxCodeRunner}
 use ProgramStatus::{Failed, Passed, Timeout};
 
 fn runner(rt: &tokio::runtime::Runtime, workers: usize) -> SandboxCodeRunner<DockerSandbox> {
-    let image = common_sandbox::default_image();
-    let sandbox = rt.block_on(common_sandbox::connect());
+    let image = common::sandbox::default_image();
+    let sandbox = rt.block_on(common::sandbox::connect());
     let mut spec = EnvSpec::new(image);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     spec.limits.cpus = workers.min(cpus) as f64;

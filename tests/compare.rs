@@ -1,6 +1,8 @@
 //! `repairbench compare` on output folders written here: SWE runs from the crate's own report
 //! types, suite runs by the real suite engine with a scripted model. No Docker, no model file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -240,6 +242,13 @@ fn twelve_regressions_against_one_improvement_fail_the_gate() {
     let swapped = stdout_json(&out);
     assert_eq!(swapped["verdict"], "improvement");
     assert_eq!(swapped["p_value"], 28.0 / 8192.0);
+
+    // What a person reads, and the Markdown note a CI job posts.
+    let out = compare(&[s(&base), s(&new)]);
+    assert_eq!(out.status.code(), Some(4));
+    let paths = [(root.path(), "[ROOT]")];
+    insta::assert_snapshot!("regression_human", common::cli::transcript(&out, &paths));
+    insta::assert_snapshot!("regression_markdown", common::cli::redact(&note, &paths));
 }
 
 #[test]

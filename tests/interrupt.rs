@@ -3,14 +3,14 @@
 //! leftovers are removed by the next command, whichever it is; and the exit statuses of a run
 //! that ends in infrastructure errors (3) or is given a missing image or a bad timeout.
 
-mod common_sandbox;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
-use common_sandbox::{connect, default_image, resources_of_pid};
+use common::sandbox::{connect, default_image, resources_of_pid};
 use repairbench::sandbox::docker::{LABEL_OWNER, LABEL_PID, OWNER};
 use repairbench::sandbox::DockerSandbox;
 

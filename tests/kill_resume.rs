@@ -2,14 +2,14 @@
 //! into the same output: the results equal those of an uninterrupted run, every item is
 //! recorded exactly once, and the killed runs leave no container behind.
 
-mod common_sandbox;
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common_sandbox::{connect, default_image, resources_of_pid};
+use common::sandbox::{connect, default_image, resources_of_pid};
 
 /// Kills per command.
 const KILLS: usize = 5;

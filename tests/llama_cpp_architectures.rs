@@ -12,7 +12,7 @@
 //! refused), so it has no variant. Both engines score the same text (llama.cpp's tokens);
 //! the limits are those of tests/llama_cpp_quants.rs.
 
-mod common_llama;
+mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,7 +20,7 @@ use std::path::Path;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use common_llama::{compare, llama_logprobs};
+use common::llama::{compare, llama_logprobs};
 use repairbench::model::Engine;
 use repairbench::rng::SplitMix64;
 
@@ -162,7 +162,7 @@ fn write_model(path: &Path, v: &Variant, tokenizer: &HashMap<String, Value>, ext
 
 /// The default model's `tokenizer.*` metadata, minus its chat template.
 fn real_tokenizer() -> HashMap<String, Value> {
-    let mut file = std::fs::File::open(common_llama::default_model_path()).unwrap();
+    let mut file = std::fs::File::open(common::llama::default_model_path()).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
     content
         .metadata

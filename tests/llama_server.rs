@@ -4,7 +4,7 @@
 //! with our engine's and pick the same answers. llama-server refuses `echo`, so this also
 //! exercises forced scoring (see src/model/openai.rs).
 
-mod common_llama;
+mod common;
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -31,9 +31,9 @@ impl Drop for LlamaServer {
 
 fn start_llama_server() -> LlamaServer {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(common_llama::llama_bin().join("llama-server"))
+    let child = Command::new(common::llama::llama_bin().join("llama-server"))
         .arg("-m")
-        .arg(common_llama::default_model_path())
+        .arg(common::llama::default_model_path())
         .args([
             "--host",
             "127.0.0.1",
@@ -129,9 +129,9 @@ fn generation_and_mmlu_through_llama_server() {
             assert_eq!(x.tokens, y.tokens, "{}: the same continuation tokens", a.doc_id);
             let text = dir_texts.path().join(format!("{}-{i}.txt", a.doc_id.replace('/', "_")));
             std::fs::write(&text, format!("{}{}", a.prompt, x.continuation)).unwrap();
-            let model = common_llama::default_model_path();
+            let model = common::llama::default_model_path();
             let choice = |n_batch| {
-                let eval = common_llama::llama_logprobs(&model, &text, n_batch);
+                let eval = common::llama::llama_logprobs(&model, &text, n_batch);
                 eval.next_logprob[eval.next_logprob.len() - x.tokens..].iter().sum::<f64>()
             };
             let (batched, single) = (choice(512), choice(1));

@@ -1,10 +1,10 @@
 //! The sandbox's security and accounting properties, on the real Docker engine.
 
-mod common_sandbox;
+mod common;
 
 use std::time::{Duration, Instant};
 
-use common_sandbox::{assert_run_left_nothing, connect, default_image};
+use common::sandbox::{assert_run_left_nothing, connect, default_image};
 use repairbench::kernel::scheduler::{run_pool, PoolError};
 use repairbench::sandbox::services::{ServiceGroup, ServiceSpec};
 use repairbench::sandbox::{archive, EnvSpec, ExecRequest, Job, Sandbox, SandboxUser, Verdict};

@@ -1,12 +1,12 @@
 //! `repairbench sandbox run` end to end: verdicts, exit statuses, JSON, and that neither an
 //! interrupted nor a killed run leaves containers, networks or volumes behind.
 
-mod common_sandbox;
+mod common;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common_sandbox::{connect, default_image, resources_of_pid};
+use common::sandbox::{connect, default_image, resources_of_pid};
 
 /// Every command reaps a dead run's leftovers when it starts, so the test that watches a killed
 /// run's container runs alone; the others share.

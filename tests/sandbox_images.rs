@@ -1,11 +1,11 @@
 //! Layers are tagged by a hash of their inputs: an unchanged layer is not rebuilt, a changed
 //! context file or parent gives a new tag.
 
-mod common_sandbox;
+mod common;
 
 use std::time::Instant;
 
-use common_sandbox::{connect, default_image};
+use common::sandbox::{connect, default_image};
 use repairbench::sandbox::images::{build_layer_from_dir, list_images};
 use repairbench::sandbox::{EnvSpec, Job, Verdict};
 

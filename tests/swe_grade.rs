@@ -3,7 +3,7 @@
 //! verdicts they deserve; bad input is skipped with a reason while the rest is graded; a run
 //! killed midway resumes without losing or redoing finished instances.
 
-mod common_swe;
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ async fn docker() -> (Arc<DockerSandbox>, String) {
 }
 
 fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, cache: &Path, image: &str) -> GradePlan {
-    common_swe::grade_plan(dataset, predictions, out, cache, image)
+    common::swe::grade_plan(dataset, predictions, out, cache, image)
 }
 
 async fn grade(sandbox: &Arc<DockerSandbox>, plan: &GradePlan) -> GradeReport {

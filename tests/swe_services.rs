@@ -4,15 +4,14 @@
 //! crashes during the tests is named in the detail; nothing is left after a normal run, a
 //! timed-out run or an interrupted one; two groups cannot reach each other's services.
 
-mod common_sandbox;
-mod common_swe;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common_sandbox::{assert_run_left_nothing, connect, default_image, resources_of_pid};
+use common::sandbox::{assert_run_left_nothing, connect, default_image, resources_of_pid};
 use repairbench::grade::Verdict;
 use repairbench::repair::{self, validate, GradePlan, GradeReport};
 use repairbench::report::ConsoleProgress;
@@ -52,7 +51,7 @@ fn kv_variant(dir: &Path, folder: &str, edit: impl FnOnce(&mut serde_json::Value
 }
 
 fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, image: &str, timeout_s: u64) -> GradePlan {
-    let mut plan = common_swe::grade_plan(dataset, predictions, out, &out.join("cache"), image);
+    let mut plan = common::swe::grade_plan(dataset, predictions, out, &out.join("cache"), image);
     plan.settings.timeout = Duration::from_secs(timeout_s);
     plan.settings.flaky_reruns = 0;
     plan

@@ -74,6 +74,19 @@ pub fn judge(gold: &InstanceResult, unpatched: &InstanceResult) -> InstanceValid
     }
 }
 
+/// The unpatched pass reads the same dataset as the gold pass, which already showed its
+/// skipped inputs.
+struct WithoutSkips<'a>(&'a mut dyn Reporter<InstanceResult>);
+
+impl Reporter<InstanceResult> for WithoutSkips<'_> {
+    fn report(&mut self, event: &report::ResultEvent<InstanceResult>) -> Result<(), report::ReportError> {
+        match event {
+            report::ResultEvent::ItemSkipped(_) => Ok(()),
+            other => self.0.report(other),
+        }
+    }
+}
+
 /// Grades gold and the unpatched tree for every instance of `plan` (whose `out` is the
 /// validation folder), writes `validation.json` and returns the report.
 pub async fn validate<S: Sandbox + 'static>(
@@ -89,7 +102,7 @@ pub async fn validate<S: Sandbox + 'static>(
     unpatched_plan.predictions = PredictionSource::Empty;
     unpatched_plan.settings.test_empty_patches = true;
     unpatched_plan.out = plan.out.join("unpatched");
-    let unpatched = super::grade(sandbox, &unpatched_plan, reporter).await?;
+    let unpatched = super::grade(sandbox, &unpatched_plan, &mut WithoutSkips(reporter)).await?;
     let by_id: BTreeMap<&str, &InstanceResult> =
         unpatched.instances.iter().map(|r| (r.instance_id.as_str(), r)).collect();
     let instances: Vec<InstanceValidation> = gold

@@ -224,6 +224,18 @@ impl ConsoleProgress {
     }
 }
 
+impl ConsoleProgress {
+    /// A line above the bar; on stderr as it is when the bar is hidden (not a terminal), where
+    /// the bar would drop it.
+    fn say(&self, line: String) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+}
+
 impl Default for ConsoleProgress {
     fn default() -> Self {
         Self::new()
@@ -238,10 +250,10 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
                 self.bar.set_prefix(run.clone());
                 self.bar.set_length(*total as u64);
                 if *resumed > 0 {
-                    self.bar.println(format!("{resumed} finished item(s) kept from the earlier run"));
+                    self.say(format!("{resumed} finished item(s) kept from the earlier run"));
                 }
                 for (reason, n) in recomputed {
-                    self.bar.println(format!("{n} item(s) computed again: {reason}"));
+                    self.say(format!("{n} item(s) computed again: {reason}"));
                 }
             }
             ResultEvent::ItemReused { .. } => {}
@@ -252,7 +264,7 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
             }
             ResultEvent::ItemSkipped(Skipped { instance_id, location, reason, .. }) => {
                 let id = instance_id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default();
-                self.bar.println(format!("skipped {location}{id}: {reason}"));
+                self.say(format!("skipped {location}{id}: {reason}"));
             }
             ResultEvent::RunFinished { counts, elapsed_s } => {
                 self.bar.finish_and_clear();
@@ -260,7 +272,10 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
                     return Ok(());
                 }
                 let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                eprintln!("done in {elapsed_s:.1}s: {}", parts.join(", "));
+                match parts.is_empty() {
+                    true => eprintln!("done in {elapsed_s:.1}s: nothing to do"),
+                    false => eprintln!("done in {elapsed_s:.1}s: {}", parts.join(", ")),
+                }
             }
         }
         Ok(())

@@ -40,6 +40,10 @@ fn row_err(path: &Path, line: usize, message: impl Into<String>) -> SuiteError {
 pub fn load_rows(path: &Path, fields: &[String]) -> Result<Vec<Row>, SuiteError> {
     let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
     let stem = name.strip_suffix(".gz").unwrap_or(&name);
+    if !path.is_file() {
+        let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        return Err(SuiteError::Io { path: path.to_path_buf(), source });
+    }
     let mut rows = Vec::new();
     if stem.ends_with(".jsonl") {
         let reader = BufReader::new(open(path)?);
@@ -90,11 +94,7 @@ pub fn load_rows(path: &Path, fields: &[String]) -> Result<Vec<Row>, SuiteError>
     } else if name.ends_with(".parquet") {
         rows = parquet_rows(path)?;
     } else {
-        return Err(row_err(
-            path,
-            0,
-            "unknown data format (expected .jsonl, .json, optionally .gz, or .parquet)",
-        ));
+        return Err(SuiteError::DataFormat(path.to_path_buf()));
     }
     for row in &rows {
         for field in fields {

@@ -36,6 +36,8 @@ pub use record::SampleRecord;
 pub enum SuiteError {
     #[error("{path}:{line}:{column}: {message}")]
     SuiteFile { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{0}: unknown data format (expected .jsonl, .json, optionally .gz, or .parquet)")]
+    DataFormat(PathBuf),
     #[error("{path}:{line}: {message}")]
     DataRow { path: PathBuf, line: usize, message: String },
     #[error("{path}:{line}: {message}")]

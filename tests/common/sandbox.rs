@@ -1,4 +1,4 @@
-// Shared by the sandbox test binaries (included with `mod`), not a test target itself.
+//! Docker helpers shared by the sandbox and grading tests.
 #![allow(dead_code)]
 
 use std::collections::HashMap;

