@@ -22,6 +22,10 @@ pub const LOG: &str = "REPAIRBENCH_LOG";
 pub const HARNESS_DIR: &str = "REPAIRBENCH_HARNESS";
 /// Worker threads for the inference core (default: available cores).
 pub const THREADS: &str = "REPAIRBENCH_THREADS";
+/// Which implementation of the quantized kernels the inference core runs: `avx512`, `avx2` or
+/// `scalar`, one this CPU has (default: the fastest it has). Results are the same bits on every
+/// path; this is for checking that, and for timing one path against another.
+pub const KERNEL_PATH: &str = "REPAIRBENCH_KERNEL_PATH";
 /// Debian mirror URL the sandbox base image is bootstrapped from (default: the host's apt
 /// configuration, the source serving the base suite).
 pub const DEBIAN_MIRROR: &str = "REPAIRBENCH_DEBIAN_MIRROR";

@@ -147,3 +147,53 @@ fn quantize_writes_a_model_of_the_target_type_that_scores_close_to_the_source() 
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("not a quantization repairbench runs"));
 }
+
+/// The whole model on every kernel path this CPU runs, forced with REPAIRBENCH_KERNEL_PATH:
+/// the same log-probabilities to the bit (printed JSON numbers round-trip exactly). The test
+/// names the paths it compared in its output (`--nocapture`), and a CPU without AVX2 fails it
+/// rather than leaving the vector paths unrun.
+#[test]
+fn every_kernel_path_scores_the_same_bits() {
+    use repairbench::model::kernels::KernelPath;
+    let paths = KernelPath::available();
+    assert!(paths.contains(&KernelPath::Avx2), "this test needs a CPU with AVX2/FMA/F16C");
+    let context = "def add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n";
+    let mut scores = Vec::new();
+    for path in &paths {
+        let run = |args: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_repairbench"))
+                .args(args)
+                .env(repairbench::env::KERNEL_PATH, path.name())
+                .output()
+                .unwrap()
+        };
+        let info = run(&["model", "info"]);
+        assert!(info.status.success(), "{}", String::from_utf8_lossy(&info.stderr));
+        let text = String::from_utf8_lossy(&info.stdout);
+        assert!(text.contains(&format!("kernel path {path:?}")), "{path:?} was not the path in use:\n{text}");
+        let score =
+            run(&["model", "score", "--context", context, "--continuation", "    return a + b\n", "--json"]);
+        scores.push((path, json_stdout(&score)));
+    }
+    eprintln!(
+        "kernel paths compared on the whole model: {:?}",
+        scores.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+    let (first, expected) = &scores[0];
+    assert!(expected["tokens"].as_array().is_some_and(|t| t.len() > 3), "{expected}");
+    for (path, got) in &scores[1..] {
+        assert_eq!(got, expected, "{path:?} against {first:?}");
+    }
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_repairbench"))
+        .args(["model", "info"])
+        .env(repairbench::env::KERNEL_PATH, "avx9")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success()
+            && stderr.contains("REPAIRBENCH_KERNEL_PATH=avx9: expected avx512, avx2 or scalar"),
+        "{stderr}"
+    );
+}

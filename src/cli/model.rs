@@ -128,6 +128,7 @@ fn info(args: InfoArgs) -> anyhow::Result<u8> {
     println!("bos token:      {} (added: {})", info.bos_token.as_deref().unwrap_or("-"), info.add_bos);
     println!("eos token:      {}", info.eos_token.as_deref().unwrap_or("-"));
     println!("sha256:         {}", info.sha256);
+    println!("cpu:            {}", repairbench::model::kernels::cpu_description());
     match &info.chat_template {
         Some(t) => println!("chat template:\n{t}"),
         None => println!("chat template:  none"),

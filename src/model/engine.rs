@@ -71,6 +71,7 @@ impl Engine {
         // candle's ops run on rayon's global pool, and our kernels' team takes its size from
         // it: size it once from REPAIRBENCH_THREADS (an error only means it was already built).
         let threads = crate::env::threads()?;
+        super::kernels::KernelPath::chosen()?;
         let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
         let mut file = GgufFile::open(path)?;
         let config = file.config()?;

@@ -88,10 +88,38 @@ pub enum KernelPath {
     Scalar,
 }
 
+/// The path [`QLinear::forward`] runs, fixed on first use.
+static IN_USE: OnceLock<KernelPath> = OnceLock::new();
+
 impl KernelPath {
     /// The fastest path this CPU supports.
     pub fn detect() -> Self {
         Self::available().into_iter().next().unwrap_or(Self::Scalar)
+    }
+
+    /// Its name in `REPAIRBENCH_KERNEL_PATH`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Avx512Vnni => "avx512",
+            Self::Avx2 => "avx2",
+            Self::Scalar => "scalar",
+        }
+    }
+
+    /// The path the model runs: `REPAIRBENCH_KERNEL_PATH` when set (it must name a path this
+    /// CPU runs), else the fastest. Checked when a model loads, so a bad value is an error then.
+    pub fn chosen() -> std::result::Result<Self, crate::env::BadVariable> {
+        let Some(value) = crate::env::get(crate::env::KERNEL_PATH) else { return Ok(Self::detect()) };
+        Self::available().into_iter().find(|p| p.name() == value.trim()).ok_or(crate::env::BadVariable {
+            name: crate::env::KERNEL_PATH,
+            value,
+            expected: "avx512, avx2 or scalar, a path this CPU runs",
+        })
+    }
+
+    /// The path in use: [`Self::chosen`], or the fastest where that is an error.
+    pub fn in_use() -> Self {
+        *IN_USE.get_or_init(|| Self::chosen().unwrap_or_else(|_| Self::detect()))
     }
 
     /// Every path this CPU runs, fastest first (the scalar path last).
@@ -132,7 +160,7 @@ pub fn cpu_description() -> String {
         }
         has!("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avxvnni");
     }
-    format!("{name} [{}], kernel path {:?}", features.join(" "), KernelPath::detect())
+    format!("{name} [{}], kernel path {:?}", features.join(" "), KernelPath::in_use())
 }
 
 /// A linear layer `y = x · Wᵀ` whose weight `W` (`[out, in]`) stays quantized.
@@ -228,7 +256,7 @@ impl QLinear {
 
     /// `x`: `[..., in]` f32; returns `[..., out]` f32.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_on(x, KernelPath::detect())
+        self.forward_on(x, KernelPath::in_use())
     }
 
     /// [`QLinear::forward`] on a chosen kernel path (benchmarks and tests compare them).
