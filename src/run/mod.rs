@@ -1,5 +1,7 @@
-//! The application layer: the main job, and the plans that the CLI hands to the suites and to
-//! code repair (see `ARCHITECTURE.md`).
+//! The application layer: the plan behind each command ([`pipeline`]: the main job, grading,
+//! inference, suites), the commands that work the Docker engine directly ([`images`]), run
+//! configuration ([`config`]), the one reader of finished run folders ([`folder`]) and report
+//! regeneration ([`regenerate`]). See `ARCHITECTURE.md`.
 
 pub mod config;
 pub mod folder;
