@@ -275,6 +275,6 @@ fn a_server_without_prompt_logprobs_is_refused_by_name() {
     let error = model
         .score(&[ScoreRequest { context: "a".into(), continuation: " b".into() }])
         .expect_err("no prompt log-probabilities");
-    let text = format!("{error:#}");
+    let text = repairbench::error_chain(&error);
     assert!(text.contains("prompt log-probabilities") && text.contains("/completions"), "{text}");
 }

@@ -200,7 +200,7 @@ impl Engine {
                 }
                 Err(e) => {
                     // A failed step fails every job in it; their slots are freed.
-                    let message = e.to_string();
+                    let message = crate::error_chain(&e);
                     for slot in &slots {
                         if let Some(job) = jobs[slot.job].take() {
                             let err = ModelError::Step(message.clone());

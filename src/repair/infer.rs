@@ -198,7 +198,7 @@ pub fn infer(
                 }
                 Err(e) => {
                     let mut extra = BTreeMap::new();
-                    extra.insert("generation_error".into(), serde_json::json!(format!("{e:#}")));
+                    extra.insert("generation_error".into(), serde_json::json!(crate::error_chain(&e)));
                     (String::new(), extra)
                 }
             };
