@@ -37,31 +37,32 @@ fn bad_inputs(dir: &Path) -> Vec<BadInput> {
     std::fs::create_dir_all(dir.join("empty")).unwrap();
     let slugify = repo("issues/textkit-slugify").display().to_string();
     let mmlu = repo("tests/fixtures/suites/mmlu").display().to_string();
+    let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<String>>();
     let cases: Vec<(&str, Vec<String>)> = vec![
         (
             "dataset_missing",
-            vec!["swe", "grade", "--dataset", &at("nope.jsonl"), "--predictions", "gold", "--out", &at("o1")]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            owned(&[
+                "swe",
+                "grade",
+                "--dataset",
+                &at("nope.jsonl"),
+                "--predictions",
+                "gold",
+                "--out",
+                &at("o1"),
+            ]),
         ),
         (
             "dataset_lines_invalid",
-            vec!["swe", "validate", "--dataset", &at("dataset.jsonl"), "--out", &at("o2")]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            owned(&["swe", "validate", "--dataset", &at("dataset.jsonl"), "--out", &at("o2")]),
         ),
         (
             "task_folder_field_wrong",
-            vec!["swe", "grade", "--dataset", &at("tasks"), "--predictions", "gold", "--out", &at("o3")]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            owned(&["swe", "grade", "--dataset", &at("tasks"), "--predictions", "gold", "--out", &at("o3")]),
         ),
         (
             "prediction_field_wrong",
-            vec![
+            owned(&[
                 "swe",
                 "grade",
                 "--dataset",
@@ -70,45 +71,21 @@ fn bad_inputs(dir: &Path) -> Vec<BadInput> {
                 &at("predictions.jsonl"),
                 "--out",
                 &at("o4"),
-            ]
-            .into_iter()
-            .map(String::from)
-            .collect(),
+            ]),
         ),
-        ("suite_unknown", vec!["eval", "nosuch", "--out", &at("o5")].into_iter().map(String::from).collect()),
-        (
-            "suite_data_missing",
-            vec!["eval", "mmlu", "--data", &at("nope"), "--out", &at("o6")]
-                .into_iter()
-                .map(String::from)
-                .collect(),
-        ),
+        ("suite_unknown", owned(&["eval", "nosuch", "--out", &at("o5")])),
+        ("suite_data_missing", owned(&["eval", "mmlu", "--data", &at("nope"), "--out", &at("o6")])),
         (
             "model_missing",
-            vec!["eval", "mmlu", "--model", &at("missing.gguf"), "--data", &mmlu, "--out", &at("o7")]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            owned(&["eval", "mmlu", "--model", &at("missing.gguf"), "--data", &mmlu, "--out", &at("o7")]),
         ),
-        (
-            "config_unknown_key",
-            vec!["run", "--config", &at("run.toml")].into_iter().map(String::from).collect(),
-        ),
-        (
-            "compare_not_a_run",
-            vec!["compare", &at("empty"), &at("empty")].into_iter().map(String::from).collect(),
-        ),
-        ("report_unfinished", vec!["report", &at("unfinished")].into_iter().map(String::from).collect()),
-        (
-            "size_unit_unknown",
-            vec!["sandbox", "run", "--memory", "12x", "--", "true"].into_iter().map(String::from).collect(),
-        ),
+        ("config_unknown_key", owned(&["run", "--config", &at("run.toml")])),
+        ("compare_not_a_run", owned(&["compare", &at("empty"), &at("empty")])),
+        ("report_unfinished", owned(&["report", &at("unfinished")])),
+        ("size_unit_unknown", owned(&["sandbox", "run", "--memory", "12x", "--", "true"])),
         (
             "date_impossible",
-            vec!["tasks", "harvest", "--repo", ".", "--since", "2026-02-31", "--out", &at("o8")]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            owned(&["tasks", "harvest", "--repo", ".", "--since", "2026-02-31", "--out", &at("o8")]),
         ),
     ];
     cases.into_iter().map(|(name, args)| BadInput { name, args }).collect()

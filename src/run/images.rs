@@ -13,7 +13,7 @@ use crate::sandbox::archive::{self, ArchiveError};
 use crate::sandbox::docker::Reaped;
 use crate::sandbox::images::{self, ImageError, ImageRow, PruneReport};
 use crate::sandbox::output::OutputChunk;
-use crate::sandbox::{DockerSandbox, EnvSpec, ExecResult, Job, Limits};
+use crate::sandbox::{EnvSpec, ExecResult, Job, Limits};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
@@ -51,28 +51,15 @@ pub struct EnvironmentBuildPlan {
     pub workers: usize,
 }
 
-fn connect(runtime: &tokio::runtime::Runtime) -> Result<DockerSandbox, ToolError> {
-    let sandbox =
-        runtime.block_on(interrupt::until_stopped(DockerSandbox::connect())).map_err(PipelineError::from)?;
-    interrupt::watch(&sandbox);
-    Ok(sandbox)
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
-    Ok(tokio::runtime::Runtime::new().map_err(PipelineError::Runtime)?)
-}
-
 /// repairbench's images, newest first.
 pub fn list_images() -> Result<Vec<ImageRow>, ToolError> {
-    let runtime = runtime()?;
-    let sandbox = connect(&runtime)?;
+    let Session { runtime, sandbox } = Session::connect()?;
     Ok(runtime.block_on(images::list_images(sandbox.docker()))?)
 }
 
 /// Builds what is missing of `what`; returns its tag.
 pub fn build_image(what: ImageBuild) -> Result<String, ToolError> {
-    let runtime = runtime()?;
-    let sandbox = connect(&runtime)?;
+    let Session { runtime, sandbox } = Session::connect()?;
     let docker = sandbox.docker();
     Ok(runtime.block_on(interrupt::until_stopped(async {
         match what {
@@ -90,8 +77,7 @@ pub fn build_image(what: ImageBuild) -> Result<String, ToolError> {
 
 /// Removes repairbench images that are no longer current (all of them with `all`).
 pub fn prune_images(all: bool) -> Result<PruneReport, ToolError> {
-    let runtime = runtime()?;
-    let sandbox = connect(&runtime)?;
+    let Session { runtime, sandbox } = Session::connect()?;
     Ok(runtime.block_on(images::prune_images(sandbox.docker(), all))?)
 }
 
@@ -143,8 +129,7 @@ pub fn run_in_sandbox(
         Some(dir) => Some(archive::tar_dir(dir)?),
         None => None,
     };
-    let runtime = runtime()?;
-    let sandbox = connect(&runtime)?;
+    let Session { runtime, sandbox } = Session::connect()?;
     runtime.block_on(async {
         let image = match run.image {
             Some(image) => image,
@@ -179,6 +164,5 @@ pub fn run_in_sandbox(
 
 /// Removes what crashed runs left (connecting does it) and says what that was.
 pub fn reap() -> Result<Reaped, ToolError> {
-    let runtime = runtime()?;
-    Ok(connect(&runtime)?.reaped_at_connect().clone())
+    Ok(Session::connect()?.sandbox.reaped_at_connect().clone())
 }

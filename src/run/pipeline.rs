@@ -108,13 +108,18 @@ pub(super) struct Session {
 
 impl Session {
     /// Connects (which reaps what dead runs left) and watches the run for signals.
-    /// `env_lifetime` bounds how long any environment container of this run can live.
-    pub(super) fn start(env_lifetime: Duration) -> Result<Self, PipelineError> {
+    pub(super) fn connect() -> Result<Self, PipelineError> {
         let runtime = tokio::runtime::Runtime::new().map_err(PipelineError::Runtime)?;
         let sandbox = runtime.block_on(interrupt::until_stopped(DockerSandbox::connect()))?;
-        let sandbox = sandbox.with_env_lifetime(env_lifetime);
         interrupt::watch(&sandbox);
         Ok(Self { runtime, sandbox })
+    }
+
+    /// [`Self::connect`], with `env_lifetime` bounding how long any environment container of
+    /// this run can live.
+    pub(super) fn start(env_lifetime: Duration) -> Result<Self, PipelineError> {
+        let session = Self::connect()?;
+        Ok(Self { sandbox: session.sandbox.with_env_lifetime(env_lifetime), ..session })
     }
 
     /// The image to run in (`None`: the default, built when missing) and its content id. A
