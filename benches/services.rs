@@ -49,7 +49,9 @@ async fn grade_once(sandbox: &Arc<DockerSandbox>, image: &str, dataset: &Path, o
     plan.settings.workers = 1;
     plan.settings.flaky_reruns = 0;
     plan.force = true;
-    let report = repair::grade(sandbox.clone(), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+    let report = repair::grade(repair::Grader::Local(sandbox.clone()), &plan, &mut ConsoleProgress::hidden())
+        .await
+        .unwrap();
     report.instances.into_iter().next().expect("one instance")
 }
 

@@ -16,6 +16,12 @@ pub const HF_TOKEN: &str = "HF_TOKEN";
 pub const GITLAB_TOKEN: &str = "GITLAB_TOKEN";
 /// API key for `openai:` models (the default of `--api-key-env`).
 pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+/// Token of a Ray cluster started with `RAY_AUTH_MODE=token`, sent as a bearer token on every
+/// request to its jobs API (`--executor ray:URL`, `executor check`).
+pub const RAY_AUTH_TOKEN: &str = "RAY_AUTH_TOKEN";
+/// The Python environment holding Ray's command line tool (`ray`), for the tests and
+/// `scripts/setup` (default: `$REPAIRBENCH_CACHE/ray-venv`).
+pub const RAY_VENV: &str = "REPAIRBENCH_RAY_VENV";
 /// Log filter for `tracing` (e.g. `repairbench=debug`).
 pub const LOG: &str = "REPAIRBENCH_LOG";
 /// Directory with the suite definitions (`suites/*.toml`); default: the source tree's `harness/`.

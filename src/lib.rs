@@ -10,6 +10,7 @@ pub mod dates;
 pub mod deadline;
 pub mod digest;
 pub mod env;
+pub mod executor;
 pub mod grade;
 pub mod http;
 pub mod kernel;

@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["lib", "dates", "deadline", "digest", "env", "http", "order", "rng", "shell"],
     &["model", "sandbox", "grade", "stats"],
     &["patch", "report"],
-    &["kernel", "tasks"],
+    &["kernel", "tasks", "executor"],
     &["repair", "suites", "serve"],
     &["run"],
     &["compare"],

@@ -60,10 +60,13 @@ fn a_failed_environment_build_is_env_error_with_its_step_and_log() {
         task_folder(&tasks, "textkit-slugify", "acme__textkit-badenv", |task| {
             task["environment"] = serde_json::json!({"pip": ["repairbench-no-such-package-zz9"]});
         });
-        let report =
-            repair::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
-                .await
-                .unwrap();
+        let report = repair::grade(
+            repair::Grader::Local(sandbox),
+            &plan(&tasks, dir.path(), &image),
+            &mut ConsoleProgress::hidden(),
+        )
+        .await
+        .unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::EnvError, "{result:#?}");
         assert_eq!(result.reason.as_deref(), Some("environment_build_failed"));
@@ -127,7 +130,7 @@ fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
         std::fs::write(&predictions, format!("{line}\n")).unwrap();
         let mut plan = plan(&sample("slugger-ci-lint"), dir.path(), &image);
         plan.predictions = PredictionSource::File(predictions.clone());
-        let report = repair::grade(sandbox.clone(), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(repair::Grader::Local(sandbox.clone()), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
         // The tests pass; only the lint job fails.
@@ -142,7 +145,7 @@ fn a_patch_that_fails_the_ci_lint_job_is_not_resolved() {
         let line = serde_json::json!({"instance_id": "acme__slugger-77", "model_name_or_path": "wrong", "model_patch": format!("{patch}{fake}")});
         std::fs::write(&predictions, format!("{line}\n")).unwrap();
         plan.out = dir.path().join("out-shadowing");
-        let report = repair::grade(sandbox, &plan, &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(repair::Grader::Local(sandbox), &plan, &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!((result.verdict, result.reason.as_deref()), (Verdict::PatchApplyFailed, Some("shadows_module")), "{result:#?}");
         assert_eq!(result.tampering.iter().map(|t| t.path.as_str()).collect::<Vec<_>>(), ["pyflakes/__main__.py"]);
@@ -170,7 +173,7 @@ fn any_tool_writing_junit_xml_is_a_runner() {
                 "test_cmd": "python3 -m pytest -p no:cacheprovider --junitxml=build/reports/TEST-slug.xml tests",
             });
         });
-        let report = repair::grade(sandbox.clone(), &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
+        let report = repair::grade(repair::Grader::Local(sandbox.clone()), &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden())
             .await
             .unwrap();
         let result = &report.instances[0];
@@ -179,7 +182,7 @@ fn any_tool_writing_junit_xml_is_a_runner() {
         let mut unpatched = plan(&tasks, &dir.path().join("unpatched"), &image);
         unpatched.predictions = PredictionSource::Empty;
         unpatched.settings.test_empty_patches = true;
-        let report = repair::grade(sandbox, &unpatched, &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(repair::Grader::Local(sandbox), &unpatched, &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::Unresolved, "{result:#?}");
         assert_eq!(result.tests_status.fail_to_pass.failure.len(), 2, "{result:#?}");
@@ -245,7 +248,7 @@ fn each_ci_job_runs_in_a_fresh_container_so_a_daemon_or_file_one_leaves_is_gone_
             "PASS_TO_PASS": ["ci:leave-daemon", "ci:check-clean"], "ci_jobs": ["all"],
         });
         std::fs::write(tasks.join("ci/task.json"), task.to_string()).unwrap();
-        let report = repair::grade(sandbox, &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden()).await.unwrap();
+        let report = repair::grade(repair::Grader::Local(sandbox), &plan(&tasks, dir.path(), &image), &mut ConsoleProgress::hidden()).await.unwrap();
         let result = &report.instances[0];
         assert_eq!(result.verdict, Verdict::Resolved, "{result:#?}");
         let jobs: Vec<(&str, &str)> = result.ci_jobs.iter().map(|j| (j.job.as_str(), j.detail.as_str())).collect();

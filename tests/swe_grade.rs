@@ -36,7 +36,7 @@ fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, cache: &Path,
 }
 
 async fn grade(sandbox: &Arc<DockerSandbox>, plan: &GradePlan) -> GradeReport {
-    repair::grade(sandbox.clone(), plan, &mut ConsoleProgress::hidden()).await.unwrap()
+    repair::grade(repair::Grader::Local(sandbox.clone()), plan, &mut ConsoleProgress::hidden()).await.unwrap()
 }
 
 fn by_id(report: &GradeReport) -> BTreeMap<String, InstanceResult> {

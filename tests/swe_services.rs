@@ -58,7 +58,7 @@ fn plan(dataset: &Path, predictions: PredictionSource, out: &Path, image: &str, 
 }
 
 async fn grade(sandbox: &Arc<DockerSandbox>, plan: &GradePlan) -> GradeReport {
-    repair::grade(sandbox.clone(), plan, &mut ConsoleProgress::hidden()).await.unwrap()
+    repair::grade(repair::Grader::Local(sandbox.clone()), plan, &mut ConsoleProgress::hidden()).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,6 +4,7 @@
 
 mod compare;
 mod eval;
+mod executor;
 mod images;
 mod model;
 mod report;
@@ -98,6 +99,12 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Write a finished run's report.md, junit.xml and report.html again from its files.
     Report(report::ReportArgs),
+    /// Check a cluster executor (`executor check ray:http://HEAD:8265`).
+    #[command(subcommand)]
+    Executor(executor::ExecutorCommand),
+    /// What a cluster job runs (not for people).
+    #[command(subcommand, hide = true)]
+    Worker(executor::WorkerCommand),
     /// Serve a model through an OpenAI-compatible API (/v1/models, /v1/completions,
     /// /v1/chat/completions) on repairbench's engine.
     Serve(serve::ServeArgs),
@@ -116,6 +123,8 @@ impl Cli {
             Command::Compare(args) => compare::run(args),
             Command::Report(args) => report::run(args),
             Command::Serve(args) => serve::run(args),
+            Command::Executor(cmd) => executor::run(cmd),
+            Command::Worker(cmd) => executor::run_worker(cmd),
         }
     }
 }

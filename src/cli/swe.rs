@@ -86,6 +86,8 @@ pub struct GradeArgs {
     predictions: String,
     #[command(flatten)]
     options: GradeOptions,
+    #[command(flatten)]
+    executor: super::executor::ExecutorArgs,
     /// Output folder: report.json, results.jsonl, manifest.json, logs/. Reusing it resumes.
     #[arg(long)]
     out: PathBuf,
@@ -143,7 +145,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         SweCommand::Grade(args) => {
             let plan =
                 grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
-            let report = pipeline::grade(plan)?;
+            let report = pipeline::grade(plan, &args.executor.resolve()?)?;
             print_summary(&report, &args.out);
             Ok(super::exit_status(Completion::of_grade(&report)))
         }

@@ -20,6 +20,8 @@ const CLEANUP_LIMIT: Duration = Duration::from_secs(120);
 static STOPPING: AtomicBool = AtomicBool::new(false);
 static WATCHED: Mutex<Vec<DockerSandbox>> = Mutex::new(Vec::new());
 static NOTE: Mutex<Option<String>> = Mutex::new(None);
+type StopHook = Box<dyn Fn() + Send>;
+static ON_STOP: Mutex<Vec<StopHook>> = Mutex::new(Vec::new());
 static STOP: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// Installs the handlers. Call once, before anything that makes containers. After a signal's
@@ -54,6 +56,12 @@ pub fn install(exit: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
 /// Removes everything `sandbox`'s run made when a signal arrives.
 pub fn watch(sandbox: &DockerSandbox) {
     WATCHED.lock().unwrap_or_else(|e| e.into_inner()).push(sandbox.clone());
+}
+
+/// Runs `hook` on a signal, before the sandboxes are cleaned (stopping work sent elsewhere:
+/// a cluster's jobs). It runs on the handlers' thread and may block.
+pub fn on_stop(hook: impl Fn() + Send + 'static) {
+    ON_STOP.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(hook));
 }
 
 /// What to tell the user on a signal (e.g. where finished results are, how to resume).
@@ -92,6 +100,11 @@ pub fn wait_if_stopping() {
 async fn stop(signal: &str) {
     STOPPING.store(true, Ordering::SeqCst);
     STOP.notify_waiters();
+    let hooks: Vec<StopHook> = std::mem::take(&mut *ON_STOP.lock().unwrap_or_else(|e| e.into_inner()));
+    if !hooks.is_empty() {
+        // The hooks block (HTTP calls); the handlers' runtime has nothing else to do meanwhile.
+        let _ = tokio::task::spawn_blocking(move || hooks.iter().for_each(|hook| hook())).await;
+    }
     let sandboxes = WATCHED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut stderr = std::io::stderr();
     let cleanup = async {

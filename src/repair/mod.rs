@@ -14,6 +14,7 @@ mod imports;
 pub mod infer;
 pub mod prebuild;
 mod prepare;
+pub mod remote;
 pub mod reports;
 pub mod runners;
 pub mod services;
@@ -103,6 +104,15 @@ pub enum RunError {
     Report(#[source] report::ReportError),
     #[error("harvesting tasks")]
     Harvest(#[source] harvest::HarvestError),
+    #[error("grading on the cluster")]
+    Executor(#[source] crate::executor::ExecutorError),
+}
+
+/// Where a grading run's instances are graded: in this machine's sandbox, or on a Ray
+/// cluster (whose workers grade in theirs).
+pub enum Grader<S> {
+    Local(Arc<S>),
+    Ray(Box<remote::RayGrading>),
 }
 
 /// Time spent in each stage of one instance, in seconds.
@@ -264,7 +274,7 @@ pub use crate::tasks::safe_name;
 /// Grades every prediction of `plan`, writing `results.jsonl` as it goes, then `report.json`
 /// and `manifest.json`. Returns the report.
 pub async fn grade<S: Sandbox + 'static>(
-    sandbox: Arc<S>,
+    grader: Grader<S>,
     plan: &GradePlan,
     reporter: &mut dyn Reporter<InstanceResult>,
 ) -> Result<GradeReport, RunError> {
@@ -301,7 +311,7 @@ pub async fn grade<S: Sandbox + 'static>(
     let mut kernel = Kernel::open("swe grade", &plan.out.join("results.jsonl"), plan.force, &mut subscribers)
         .map_err(RunError::Report)?;
     let todo = kernel
-        .plan(work, |(task, prediction)| {
+        .plan(work.clone(), |(task, prediction)| {
             (task.instance_id.clone(), fingerprint(task, prediction, &plan.settings))
         })
         .map_err(RunError::Report)?;
@@ -309,6 +319,18 @@ pub async fn grade<S: Sandbox + 'static>(
         kernel.report(&skip.event()).map_err(RunError::Report)?;
     }
 
+    let sandbox = match grader {
+        Grader::Local(sandbox) => sandbox,
+        Grader::Ray(grading) => {
+            // The coordinator waits on the cluster: the runtime's other tasks go on meanwhile.
+            let dispatched = tokio::task::block_in_place(|| {
+                remote::grade_on_ray(&grading, &mut kernel, todo, &work, plan)
+            })?;
+            reports::add_to_manifest(&plan.out, "executor", &grading.manifest_entry(&dispatched))
+                .map_err(RunError::Report)?;
+            return finish_grade(kernel);
+        }
+    };
     let locator =
         Arc::new(RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone()));
     let settings = Arc::new(plan.settings.clone());
@@ -331,6 +353,11 @@ pub async fn grade<S: Sandbox + 'static>(
         )
         .await
         .map_err(RunError::Report)?;
+    finish_grade(kernel)
+}
+
+/// Ends a grading run with its verdict counts.
+fn finish_grade(kernel: Kernel<'_, InstanceResult>) -> Result<GradeReport, RunError> {
     let verdict_counts = |records: &BTreeMap<String, InstanceResult>| {
         let mut counts = BTreeMap::new();
         for r in records.values() {

@@ -160,6 +160,19 @@ pub(super) fn write_manifest(plan: &GradePlan, tasks: &[SweTask]) -> Result<(), 
     report::write_json_atomic(&plan.out.join("manifest.json"), &manifest)
 }
 
+/// Sets `key` of `out/manifest.json` to `value` (what is known only at the end of a run).
+pub(super) fn add_to_manifest(
+    out: &Path,
+    key: &str,
+    value: &serde_json::Value,
+) -> Result<(), report::ReportError> {
+    let path = out.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    manifest[key] = value.clone();
+    report::write_json_atomic(&path, &manifest)
+}
+
 fn sha256_file(path: &Path) -> Option<String> {
     crate::digest::sha256_file(path).ok()
 }

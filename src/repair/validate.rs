@@ -97,12 +97,13 @@ pub async fn validate<S: Sandbox + 'static>(
     let mut gold_plan = plan.clone();
     gold_plan.predictions = PredictionSource::Gold;
     gold_plan.out = plan.out.join("gold");
-    let gold = super::grade(sandbox.clone(), &gold_plan, reporter).await?;
+    let gold = super::grade(super::Grader::Local(sandbox.clone()), &gold_plan, reporter).await?;
     let mut unpatched_plan = plan.clone();
     unpatched_plan.predictions = PredictionSource::Empty;
     unpatched_plan.settings.test_empty_patches = true;
     unpatched_plan.out = plan.out.join("unpatched");
-    let unpatched = super::grade(sandbox, &unpatched_plan, &mut WithoutSkips(reporter)).await?;
+    let unpatched =
+        super::grade(super::Grader::Local(sandbox), &unpatched_plan, &mut WithoutSkips(reporter)).await?;
     let by_id: BTreeMap<&str, &InstanceResult> =
         unpatched.instances.iter().map(|r| (r.instance_id.as_str(), r)).collect();
     let instances: Vec<InstanceValidation> = gold

@@ -14,6 +14,7 @@ use crate::tasks::prompt::PromptSettings;
 use crate::tasks::PredictionSource;
 
 use super::config::RunConfig;
+use crate::executor::{ExecutorSpec, RayExecutor, RaySettings};
 use crate::kernel::interrupt;
 use crate::repair::infer::{self, InferPlan, InferSummary};
 use crate::repair::{self, GradePlan, GradeReport, GradeSettings};
@@ -60,6 +61,8 @@ pub enum PipelineError {
     Suite(#[from] SuiteError),
     #[error("invalid run configuration")]
     Config(#[source] crate::deadline::BadTimeout),
+    #[error("using the Ray cluster")]
+    Executor(#[from] crate::executor::ExecutorError),
 }
 
 /// How a finished run went, beyond its numbers.
@@ -191,12 +194,122 @@ pub fn load_model(choice: &ModelChoice) -> Result<Box<dyn LanguageModel>, Pipeli
 }
 
 /// `swe grade`: grades every prediction of `plan` in the sandbox (`plan.settings.image`
-/// empty: the default image).
-pub fn grade(mut plan: GradePlan) -> Result<GradeReport, PipelineError> {
+/// empty: the default image), here or on the cluster `executor` names.
+pub fn grade(mut plan: GradePlan, executor: &Executor) -> Result<GradeReport, PipelineError> {
     let session = Session::start(grade_env_lifetime(&plan.settings))?;
     let requested = Some(plan.settings.image.clone());
     (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
-    grade_in(&session, &plan)
+    match &executor.spec {
+        ExecutorSpec::Local => grade_in(&session, &plan),
+        ExecutorSpec::Ray(url) => {
+            let settings = RaySettings {
+                url: url.clone(),
+                max_inflight: executor.max_inflight,
+                retries: executor.retries,
+                poll: Duration::from_millis(500),
+            };
+            let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
+            let ray = RayExecutor::new(settings, token, repair::remote::run_id(&plan.out))?;
+            // On a signal, the jobs in flight are stopped before the process exits.
+            let (in_flight, client) = (ray.in_flight.clone(), ray.client.clone());
+            interrupt::on_stop(move || in_flight.stop_all(&client, Duration::from_secs(10)));
+            let exe = std::env::current_exe()
+                .map_err(|source| PipelineError::Io { path: "<this executable>".into(), source })?;
+            let grading = repair::remote::RayGrading { executor: ray, unit_size: executor.unit_size, exe };
+            run_grade(&session, &plan, repair::Grader::Ray(Box::new(grading)))
+        }
+    }
+}
+
+/// Where a run's items go, and how they are sent (`--executor`, `--unit-size`,
+/// `--max-inflight`, `--retries`).
+#[derive(Debug, Clone)]
+pub struct Executor {
+    pub spec: ExecutorSpec,
+    /// Items per job.
+    pub unit_size: usize,
+    /// Jobs in flight at most (`None`: the cluster's slots).
+    pub max_inflight: Option<usize>,
+    /// Submissions again of a unit whose node was lost.
+    pub retries: u32,
+}
+
+impl Executor {
+    pub fn local() -> Self {
+        Self { spec: ExecutorSpec::Local, unit_size: 1, max_inflight: None, retries: 2 }
+    }
+}
+
+/// `worker grade`: one unit of a cluster run, on this node. `settings` are the coordinator's
+/// (its image and image id, so fingerprints agree); each finished instance goes to standard
+/// output as a frame. Its containers go when Ray's supervisor dies (parent-death signal).
+pub fn grade_worker(mut plan: GradePlan, only: &[String]) -> Result<(), PipelineError> {
+    die_with_parent();
+    let session = Session::start(grade_env_lifetime(&plan.settings))?;
+    let wanted = plan.settings.image.clone();
+    let docker = session.sandbox.docker();
+    let present = session
+        .runtime
+        .block_on(images::image_exists(docker, &wanted))
+        .map_err(|source| PipelineError::ImageCheck { image: wanted.clone(), source })?;
+    if !present {
+        // The coordinator's image is the default one whenever it names no other: build it.
+        let (default, _) = session.image(None)?;
+        if default != wanted {
+            return Err(PipelineError::ImageMissing(wanted));
+        }
+    }
+    // Only the unit's instances: a predictions file of those alone.
+    let PredictionSource::File(all) = &plan.predictions else {
+        return Err(PipelineError::NoDataset(plan.dataset.clone()));
+    };
+    let text =
+        std::fs::read_to_string(all).map_err(|source| PipelineError::Io { path: all.clone(), source })?;
+    let keep: std::collections::BTreeSet<&str> = only.iter().map(String::as_str).collect();
+    let unit: String = text
+        .lines()
+        .filter(|line| {
+            serde_json::from_str::<crate::tasks::Prediction>(line)
+                .is_ok_and(|p| keep.contains(p.instance_id.as_str()))
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let unit_file = plan.out.join("unit-predictions.jsonl");
+    create_dir(&plan.out)?;
+    std::fs::write(&unit_file, unit)
+        .map_err(|source| PipelineError::Io { path: unit_file.clone(), source })?;
+    plan.predictions = PredictionSource::File(unit_file);
+    plan.settings.workers = 1;
+    plan.force = true;
+    let sandbox = Arc::new(session.sandbox.clone());
+    let mut frames = repair::remote::WorkerFrames { out: plan.out.clone() };
+    let graded = repair::grade(repair::Grader::Local(sandbox), &plan, &mut frames as &mut dyn Reporter<_>);
+    session.runtime.block_on(interrupt::until_stopped(graded))?;
+    Ok(())
+}
+
+/// `executor check`: the cluster's nodes, each with slots probed by a job on it.
+pub fn check_cluster(url: &str) -> Result<Vec<crate::executor::NodeCheck>, PipelineError> {
+    let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
+    let client =
+        crate::executor::ray::RayClient::new(url, token).map_err(crate::executor::ExecutorError::from)?;
+    // The coordinator's glibc: the executable the workers run was linked against it.
+    let glibc = std::process::Command::new("ldd")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| crate::executor::glibc_version(String::from_utf8_lossy(&o.stdout).lines().next()?));
+    Ok(crate::executor::check(&client, Duration::from_secs(60), glibc)?)
+}
+
+/// Asks the kernel to send this process SIGTERM when its parent dies (Linux), so a worker
+/// whose Ray supervisor was killed still removes its containers.
+fn die_with_parent() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+    }
 }
 
 /// `swe validate`: gold and the unpatched tree graded for every instance (see
@@ -225,13 +338,20 @@ pub fn harvest(
 }
 
 fn grade_in(session: &Session, plan: &GradePlan) -> Result<GradeReport, PipelineError> {
+    run_grade(session, plan, repair::Grader::Local(Arc::new(session.sandbox.clone())))
+}
+
+fn run_grade(
+    session: &Session,
+    plan: &GradePlan,
+    grader: repair::Grader<DockerSandbox>,
+) -> Result<GradeReport, PipelineError> {
     interrupt::note(format!(
         "finished instances are in {}; rerun the same command to resume",
         plan.out.join("results.jsonl").display()
     ));
-    let sandbox = Arc::new(session.sandbox.clone());
     let mut progress = ConsoleProgress::new();
-    let graded = repair::grade(sandbox, plan, &mut progress as &mut dyn Reporter<_>);
+    let graded = repair::grade(grader, plan, &mut progress as &mut dyn Reporter<_>);
     Ok(session.runtime.block_on(interrupt::until_stopped(graded))?)
 }
 

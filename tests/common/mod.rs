@@ -3,5 +3,6 @@
 
 pub mod cli;
 pub mod llama;
+pub mod ray;
 pub mod sandbox;
 pub mod swe;

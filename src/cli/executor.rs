@@ -1,0 +1,142 @@
+//! `--executor` and its companions, `executor check`, and the hidden `worker` a cluster job
+//! runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use repairbench::executor::{self, ExecutorSpec};
+use repairbench::repair::{GradePlan, GradeSettings};
+use repairbench::run::pipeline;
+use repairbench::tasks::PredictionSource;
+
+/// `local` or `ray:http://HEAD:8265`.
+fn parse_executor(text: &str) -> Result<ExecutorSpec, String> {
+    ExecutorSpec::from_arg(text)
+        .ok_or_else(|| format!("`{text}`: expected `local` or `ray:http://HEAD:8265`"))
+}
+
+#[derive(Debug, Args)]
+pub struct ExecutorArgs {
+    /// Where instances are graded: `local`, or `ray:http://HEAD:8265` (a Ray cluster's jobs
+    /// API; each worker node needs a Docker engine; see the README's "Scaling out").
+    #[arg(long, default_value = "local", value_parser = parse_executor)]
+    executor: ExecutorSpec,
+    /// Instances per cluster job.
+    #[arg(long, default_value_t = 1)]
+    unit_size: usize,
+    /// Cluster jobs in flight at most (default: the cluster's `repairbench` slots).
+    #[arg(long)]
+    max_inflight: Option<usize>,
+    /// Submissions again of a job whose node was lost, before its instances get `error`.
+    #[arg(long, default_value_t = 2)]
+    retries: u32,
+}
+
+impl ExecutorArgs {
+    pub fn resolve(&self) -> anyhow::Result<pipeline::Executor> {
+        if self.unit_size == 0 {
+            anyhow::bail!("--unit-size must be at least 1");
+        }
+        Ok(pipeline::Executor {
+            spec: self.executor.clone(),
+            unit_size: self.unit_size,
+            max_inflight: self.max_inflight,
+            retries: self.retries,
+        })
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecutorCommand {
+    /// List a Ray cluster's alive nodes, their `repairbench` slots, and whether each node with
+    /// slots has a Docker engine, git and a glibc as new as this machine's. Exits 1 if a node
+    /// with slots lacks one, or no node has slots.
+    Check {
+        /// `ray:http://HEAD:8265`
+        #[arg(value_parser = parse_executor)]
+        executor: ExecutorSpec,
+    },
+}
+
+pub fn run(cmd: ExecutorCommand) -> anyhow::Result<u8> {
+    let ExecutorCommand::Check { executor } = cmd;
+    let ExecutorSpec::Ray(url) = executor else {
+        anyhow::bail!("`executor check` checks a cluster: give ray:http://HEAD:8265");
+    };
+    let checks = pipeline::check_cluster(&url)?;
+    let mut slots = 0.0;
+    let mut ok = true;
+    for check in &checks {
+        let node = &check.node;
+        if !node.alive {
+            continue;
+        }
+        slots += node.slots;
+        ok &= check.ok;
+        let role = if node.is_head { "head" } else { "worker" };
+        let state = if check.ok { "ok" } else { "NOT READY" };
+        println!(
+            "{state:10} {role:6} {} {} slots={}",
+            node.ip,
+            &node.node_id[..node.node_id.len().min(12)],
+            node.slots
+        );
+        if let Some(probe) = &check.probe {
+            println!("           {probe}");
+        }
+    }
+    println!("{} alive nodes, {slots} repairbench slots", checks.iter().filter(|c| c.node.alive).count());
+    if slots < 1.0 {
+        println!("no node offers slots: start workers with ray start --address=HEAD:6379 --resources='{{\"{}\": SLOTS}}'", executor::SLOT_RESOURCE);
+        ok = false;
+    }
+    Ok(if ok { super::EXIT_OK } else { super::EXIT_ERROR })
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerCommand {
+    /// Grade one unit of a cluster run (what each Ray job runs, inside the run's package).
+    Grade(WorkerGradeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerGradeArgs {
+    #[arg(long)]
+    dataset: PathBuf,
+    #[arg(long)]
+    predictions: PathBuf,
+    /// The coordinator's grading settings (JSON).
+    #[arg(long)]
+    settings: PathBuf,
+    #[arg(long)]
+    repos: Option<PathBuf>,
+    #[arg(long)]
+    url_template: Option<String>,
+    /// An instance of the unit (repeated).
+    #[arg(long)]
+    only: Vec<String>,
+}
+
+pub fn run_worker(cmd: WorkerCommand) -> anyhow::Result<u8> {
+    let WorkerCommand::Grade(args) = cmd;
+    let text = std::fs::read_to_string(&args.settings)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", args.settings.display()))?;
+    let settings: GradeSettings = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not grading settings: {e}", args.settings.display()))?;
+    let out = std::env::temp_dir().join(format!("repairbench-worker-{}", std::process::id()));
+    let plan = GradePlan {
+        dataset: args.dataset,
+        predictions: PredictionSource::File(args.predictions),
+        repos: args.repos,
+        url_template: args.url_template,
+        cache_dir: repairbench::env::cache_dir(),
+        out: out.clone(),
+        settings,
+        extra_manifest: Default::default(),
+        force: true,
+    };
+    let graded = pipeline::grade_worker(plan, &args.only);
+    let _ = std::fs::remove_dir_all(&out);
+    graded?;
+    Ok(super::EXIT_OK)
+}

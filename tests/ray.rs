@@ -1,0 +1,361 @@
+//! The Ray executor against a real cluster (a head and two worker nodes, started here): the
+//! bundled issues graded on it agree with the local run record for record; a rerun submits
+//! nothing; a node killed mid-unit costs one resubmission and leaves nothing behind; an
+//! interrupted or killed coordinator loses nothing and duplicates nothing; and the errors say
+//! what is wrong. One cluster serves the steps in order, and is stopped by pid at the end.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cli::repairbench;
+use common::ray::{RayCluster, TOKEN, WORKERS};
+
+/// Seconds each slow task's failing test sleeps before it checks.
+const SLOW_SECONDS: u64 = 12;
+
+fn grade(executor: &str, dataset: &Path, out: &Path, extra: &[&str], token: Option<&str>) -> Command {
+    let mut command = repairbench();
+    command.args(["swe", "grade", "--dataset"]).arg(dataset);
+    command.args(["--predictions", "gold", "--timeout", "120", "--out"]).arg(out);
+    command.args(["--executor", executor]).args(extra);
+    command.env_remove("RAY_AUTH_TOKEN");
+    if let Some(token) = token {
+        command.env("RAY_AUTH_TOKEN", token);
+    }
+    command
+}
+
+fn run(mut command: Command) -> Output {
+    command.output().expect("running repairbench")
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// `instance_id → (verdict, fingerprint)` of every line of `results.jsonl`, and how many lines
+/// each instance has.
+fn results(out: &Path) -> (BTreeMap<String, (String, String)>, BTreeMap<String, usize>) {
+    let text = std::fs::read_to_string(out.join("results.jsonl")).unwrap_or_default();
+    let mut latest = BTreeMap::new();
+    let mut lines = BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let id = v["instance_id"].as_str().unwrap().to_owned();
+        *lines.entry(id.clone()).or_default() += 1;
+        latest.insert(id, (v["verdict"].as_str().unwrap().to_owned(), v["fingerprint"].to_string()));
+    }
+    (latest, lines)
+}
+
+fn manifest_executor(out: &Path) -> serde_json::Value {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    manifest["executor"].clone()
+}
+
+/// Containers our sandbox labelled, alive or not.
+fn labelled_containers() -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter", "label=repairbench.owner=repairbench"])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@e", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `count` task folders of one small Python project whose failing test sleeps first, so a
+/// unit is in the middle of its tests for a while.
+fn slow_tasks(root: &Path, count: usize) -> PathBuf {
+    let repo = root.join("slow-src");
+    std::fs::create_dir_all(repo.join("calc")).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    std::fs::write(repo.join("calc/__init__.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    let tests = "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n";
+    std::fs::write(repo.join("tests/test_calc.py"), tests).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "calc"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let slow_test = format!(
+        "import time\n{tests}\n\ndef test_add():\n    time.sleep({SLOW_SECONDS})\n    assert add(1, 2) == 3\n"
+    );
+    std::fs::write(repo.join("tests/test_calc.py"), slow_test).unwrap();
+    let test_patch = git(&repo, &["diff"]);
+    git(&repo, &["checkout", "-q", "--", "."]);
+    std::fs::write(repo.join("calc/__init__.py"), "def add(a, b):\n    return a + b\n").unwrap();
+    let patch = git(&repo, &["diff"]);
+    git(&repo, &["checkout", "-q", "--", "."]);
+    let dataset = root.join("slow");
+    for n in 0..count {
+        let folder = dataset.join(format!("slow-{n}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        git(&repo, &["bundle", "create", "-q", folder.join("repo.bundle").to_str().unwrap(), "--all"]);
+        let task = serde_json::json!({
+            "repo": "acme/calc",
+            "instance_id": format!("acme__calc-{n}"),
+            "base_commit": base,
+            "patch": patch,
+            "test_patch": test_patch,
+            "problem_statement": "add() subtracts",
+            "FAIL_TO_PASS": ["tests/test_calc.py::test_add"],
+            "PASS_TO_PASS": ["tests/test_calc.py::test_zero"],
+        });
+        std::fs::write(folder.join("task.json"), serde_json::to_string_pretty(&task).unwrap()).unwrap();
+    }
+    dataset
+}
+
+/// Our jobs on the cluster of the run into `out`, as `(submission id, status)`.
+fn jobs(cluster: &RayCluster) -> Vec<(String, String, Option<String>)> {
+    let jobs: serde_json::Value = ureq::get(format!("{}/api/jobs/", cluster.dashboard))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap();
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["metadata"]["repairbench_run"].is_string())
+        .map(|j| {
+            (
+                j["submission_id"].as_str().unwrap_or("").to_owned(),
+                j["status"].as_str().unwrap_or("").to_owned(),
+                j["driver_node_id"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "waited {limit:?} for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn signal(child: &std::process::Child, signal: i32) {
+    unsafe { libc::kill(child.id() as i32, signal) };
+}
+
+#[test]
+fn grading_on_a_real_ray_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let issues = Path::new(env!("CARGO_MANIFEST_DIR")).join("issues");
+    let started = Instant::now();
+    let cluster = RayCluster::start();
+    eprintln!("cluster up in {:.1}s", started.elapsed().as_secs_f64());
+    let ray = cluster.executor();
+    let node_ip: BTreeMap<String, String> = cluster.nodes().into_iter().map(|n| (n.1, n.0)).collect();
+
+    // Errors first (fast): an unreachable cluster, a missing token, a worker's own failure.
+    let t = Instant::now();
+    let unreachable = run(grade("ray:http://127.0.0.9:9", &issues, &root.join("x"), &[], Some(TOKEN)));
+    assert_eq!(unreachable.status.code(), Some(1), "{}", text(&unreachable));
+    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
+    assert!(text(&unreachable).contains("cannot be reached"), "{}", text(&unreachable));
+    let no_token = run(grade(&ray, &issues, &root.join("y"), &[], None));
+    assert_eq!(no_token.status.code(), Some(1), "{}", text(&no_token));
+    assert!(text(&no_token).contains("(401): set RAY_AUTH_TOKEN"), "{}", text(&no_token));
+    let check = run({
+        let mut c = repairbench();
+        c.args(["executor", "check", &ray]).env("RAY_AUTH_TOKEN", TOKEN);
+        c
+    });
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check));
+    assert!(text(&check).contains("3 alive nodes, 2 repairbench slots"), "{}", text(&check));
+    assert_eq!(text(&check).matches("docker ").count(), 2, "{}", text(&check));
+
+    // 1. The bundled issues, locally and on the cluster: the same records.
+    let local = root.join("local");
+    let t = Instant::now();
+    let out = run(grade("local", &issues, &local, &["--workers", "2"], None));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let local_s = t.elapsed().as_secs_f64();
+    let on_ray = root.join("ray");
+    let t = Instant::now();
+    let out = run(grade(&ray, &issues, &on_ray, &[], Some(TOKEN)));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    eprintln!("bundled issues: local {local_s:.1}s, ray {:.1}s", t.elapsed().as_secs_f64());
+    let (local_records, _) = results(&local);
+    let (ray_records, lines) = results(&on_ray);
+    assert_eq!(local_records.len(), 11);
+    assert_eq!(ray_records, local_records, "verdicts and fingerprints differ");
+    assert!(lines.values().all(|n| *n == 1));
+    let executor = manifest_executor(&on_ray);
+    let used: BTreeSet<String> = executor["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| node_ip[a["node_id"].as_str().unwrap()].clone())
+        .collect();
+    assert_eq!(used, WORKERS.iter().map(|w| w.to_string()).collect(), "units ran on {used:?}");
+    assert_eq!(executor["jobs_submitted"], 11);
+    for id in local_records.keys() {
+        let log_dir = on_ray.join("logs").join(id.replace('/', "_"));
+        assert!(log_dir.join("result.json").exists() && log_dir.join("model.patch").exists(), "{id}: logs");
+    }
+    let compared = run({
+        let mut c = repairbench();
+        c.args(["compare", "--json"]).arg(&local).arg(&on_ray);
+        c
+    });
+    assert_eq!(compared.status.code(), Some(0), "{}", text(&compared));
+    let comparison: serde_json::Value = serde_json::from_slice(&compared.stdout).unwrap();
+    assert_eq!(comparison["verdict"], "no_significant_change");
+    assert_eq!(
+        comparison["regressions"].as_array().unwrap().len()
+            + comparison["improvements"].as_array().unwrap().len(),
+        0
+    );
+
+    // 2. A rerun submits nothing and reuses every record.
+    let out = run(grade(&ray, &issues, &on_ray, &[], Some(TOKEN)));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(manifest_executor(&on_ray)["jobs_submitted"], 0);
+    assert_eq!(results(&on_ray).1.values().sum::<usize>(), 11, "the rerun appended records");
+
+    let slow = slow_tasks(root, 4);
+
+    // 3. A worker node killed in the middle of a unit.
+    let lost = root.join("lost");
+    let child = grade(&ray, &slow, &lost, &[], Some(TOKEN))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let victim = WORKERS[0];
+    let victim_id = node_ip.iter().find(|(_, ip)| *ip == victim).unwrap().0.clone();
+    wait_until("a unit running on the victim node", Duration::from_secs(90), || {
+        jobs(&cluster)
+            .iter()
+            .any(|(_, status, node)| status == "RUNNING" && node.as_deref() == Some(&victim_id))
+    });
+    // Its test is under way (it sleeps), not finished.
+    std::thread::sleep(Duration::from_secs(3));
+    let killed = cluster.kill_node(victim);
+    let killed_at = Instant::now();
+    assert!(!killed.is_empty());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let (records, lines) = results(&lost);
+    assert_eq!(records.len(), 4);
+    assert!(lines.values().all(|n| *n == 1), "an instance recorded twice: {lines:?}");
+    assert!(records.values().all(|(verdict, _)| verdict == "resolved"), "{records:?}");
+    let attempts = manifest_executor(&lost)["attempts"].as_array().unwrap().clone();
+    assert!(attempts.iter().any(|a| a["attempt"] == 2), "no second attempt: {attempts:?}");
+    wait_until("the killed unit's processes and containers to go", Duration::from_secs(120 + 30), || {
+        killed.iter().all(|pid| !common::ray::alive(*pid)) && labelled_containers().is_empty()
+    });
+    eprintln!("lost node: cleaned up {:.1}s after the kill", killed_at.elapsed().as_secs_f64());
+    cluster.start_worker(victim);
+    cluster.wait_for_slots(2.0);
+
+    // 4. SIGINT stops every job within 10 s and leaves no container; a rerun resumes.
+    let interrupted = root.join("interrupted");
+    let child = grade(&ray, &slow, &interrupted, &[], Some(TOKEN))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("two units running", Duration::from_secs(90), || {
+        jobs(&cluster).iter().filter(|(_, status, _)| status == "RUNNING").count() >= 2
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&child, libc::SIGINT);
+    let t = Instant::now();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    assert!(t.elapsed() < Duration::from_secs(10), "stopping took {:?}", t.elapsed());
+    assert!(
+        jobs(&cluster).iter().all(|(_, status, _)| status != "RUNNING" && status != "PENDING"),
+        "{:?}",
+        jobs(&cluster)
+    );
+    wait_until("no container left", Duration::from_secs(10), || labelled_containers().is_empty());
+    let out = run(grade(&ray, &slow, &interrupted, &[], Some(TOKEN)));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(results(&interrupted).0.len(), 4);
+
+    // 5. After a kill -9 of the coordinator, a rerun collects what finished and submits the
+    // rest. The coordinator is held (SIGSTOP) while its first units finish, so their records
+    // are on the cluster only.
+    let killed_run = root.join("killed");
+    let prefix = first_run_id(&killed_run);
+    let mut child = grade(&ray, &slow, &killed_run, &[], Some(TOKEN))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("two units running", Duration::from_secs(90), || {
+        jobs(&cluster).iter().filter(|(id, status, _)| status == "RUNNING" && id.starts_with(&prefix)).count()
+            >= 2
+    });
+    signal(&child, libc::SIGSTOP);
+    wait_until("both units finished", Duration::from_secs(120), || {
+        jobs(&cluster)
+            .iter()
+            .filter(|(id, status, _)| status == "SUCCEEDED" && id.starts_with(&prefix))
+            .count()
+            >= 2
+    });
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait();
+    let before = results(&killed_run).0.len();
+    let out = run(grade(&ray, &slow, &killed_run, &[], Some(TOKEN)));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let executor = manifest_executor(&killed_run);
+    let (records, lines) = results(&killed_run);
+    assert_eq!(records.len(), 4);
+    assert!(lines.values().all(|n| *n == 1), "duplicates: {lines:?}");
+    let collected = executor["collected_from_earlier"].as_u64().unwrap() as usize;
+    assert_eq!(before + collected, 2, "the finished units were not collected: {executor}");
+    assert_eq!(executor["jobs_submitted"], 2, "{executor}");
+
+    // 6. A worker that fails on its own (no Docker engine on its node) is not retried.
+    for worker in WORKERS {
+        cluster.kill_node(worker);
+    }
+    cluster.start_worker_with("127.0.0.5", &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")]);
+    wait_until("only the broken worker alive", Duration::from_secs(60), || {
+        cluster.nodes().iter().filter(|n| n.2).map(|n| n.3).sum::<f64>() == 1.0
+    });
+    let broken = root.join("broken");
+    let out = run(grade(&ray, &slow, &broken, &["--unit-size", "4"], Some(TOKEN)));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let executor = manifest_executor(&broken);
+    assert_eq!(executor["jobs_submitted"], 1, "{executor}");
+    let result: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(broken.join("results.jsonl")).unwrap().lines().next().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["reason"], "executor_worker_error", "{result}");
+    assert!(result["detail"].as_str().unwrap().contains("exited with 1"), "{result}");
+    drop(cluster);
+    eprintln!("all steps in {:.1}s", started.elapsed().as_secs_f64());
+}
+
+/// The run id the coordinator uses for `out` (the prefix of its jobs' submission ids).
+fn first_run_id(out: &Path) -> String {
+    format!("rb-{}-", repairbench::repair::remote::run_id(out))
+}
