@@ -136,6 +136,9 @@ pub struct RunArgs {
     model: ModelOptions,
     #[command(flatten)]
     options: GradeOptions,
+    /// Where the patches are graded (the model runs here).
+    #[command(flatten)]
+    executor: super::executor::ExecutorArgs,
     #[arg(long)]
     out: PathBuf,
 }
@@ -198,6 +201,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 model: args.model.model.choice(),
                 infer: infer_plan(&args.data, &args.model, &predictions),
                 grade: grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?,
+                executor: args.executor.resolve()?,
             };
             let report = pipeline::swe_run(plan)?;
             print_summary(&report, &args.out);

@@ -499,3 +499,54 @@ pub fn check(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(status: JobStatus, error_type: Option<&str>, exit: Option<i64>) -> JobInfo {
+        JobInfo {
+            submission_id: Some("j".into()),
+            status,
+            message: None,
+            error_type: error_type.map(str::to_owned),
+            driver_exit_code: exit,
+            driver_node_id: None,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn a_lost_node_is_retried_and_a_failing_worker_is_not() {
+        let lost = job(JobStatus::Failed, Some("JOB_SUPERVISOR_ACTOR_DIED"), None);
+        assert_eq!(worker_failure(&lost, ""), None);
+        assert_eq!(worker_failure(&job(JobStatus::Failed, None, None), ""), None, "no exit code: lost");
+        assert_eq!(worker_failure(&job(JobStatus::Stopped, None, None), ""), None);
+        let log = format!(
+            "Running entrypoint\nerror: no Docker engine\n{}\n",
+            frame::encode(&serde_json::json!({}))
+        );
+        let failed = worker_failure(&job(JobStatus::Failed, None, Some(1)), &log).unwrap();
+        assert!(
+            failed.starts_with("the worker exited with 1") && failed.contains("no Docker engine"),
+            "{failed}"
+        );
+        assert!(!failed.contains("repairbench-frame"), "frames are not shown: {failed}");
+        let silent = worker_failure(&job(JobStatus::Succeeded, None, Some(0)), "").unwrap();
+        assert!(silent.contains("without a record"), "{silent}");
+    }
+
+    #[test]
+    fn executor_arguments_and_glibc_versions() {
+        assert_eq!(ExecutorSpec::from_arg("local"), Some(ExecutorSpec::Local));
+        assert_eq!(
+            ExecutorSpec::from_arg("ray:http://h:8265"),
+            Some(ExecutorSpec::Ray("http://h:8265".into()))
+        );
+        assert_eq!(ExecutorSpec::from_arg("ray:h:8265"), None);
+        assert_eq!(ExecutorSpec::from_arg("k8s"), None);
+        assert_eq!(glibc_version("ldd (Debian GLIBC 2.36-9+deb12u14) 2.36"), Some((2, 36)));
+        assert_eq!(glibc_version("docker 20.10; git version 2.47.3; ldd (GNU libc) 2.39"), Some((2, 39)));
+        assert_eq!(glibc_version("docker 20.10; git version 2.47.3"), None);
+    }
+}

@@ -199,14 +199,19 @@ pub fn grade(mut plan: GradePlan, executor: &Executor) -> Result<GradeReport, Pi
     let session = Session::start(grade_env_lifetime(&plan.settings))?;
     let requested = Some(plan.settings.image.clone());
     (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
+    grade_on(&session, &plan, executor)
+}
+
+/// Grades `plan` here or on the cluster `executor` names.
+fn grade_on(session: &Session, plan: &GradePlan, executor: &Executor) -> Result<GradeReport, PipelineError> {
     match &executor.spec {
-        ExecutorSpec::Local => grade_in(&session, &plan),
+        ExecutorSpec::Local => grade_in(session, plan),
         ExecutorSpec::Ray(url) => {
             let settings = RaySettings {
                 url: url.clone(),
                 max_inflight: executor.max_inflight,
                 retries: executor.retries,
-                poll: Duration::from_millis(500),
+                poll: Duration::from_millis(250),
             };
             let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
             let ray = RayExecutor::new(settings, token, repair::remote::run_id(&plan.out))?;
@@ -216,7 +221,7 @@ pub fn grade(mut plan: GradePlan, executor: &Executor) -> Result<GradeReport, Pi
             let exe = std::env::current_exe()
                 .map_err(|source| PipelineError::Io { path: "<this executable>".into(), source })?;
             let grading = repair::remote::RayGrading { executor: ray, unit_size: executor.unit_size, exe };
-            run_grade(&session, &plan, repair::Grader::Ray(Box::new(grading)))
+            run_grade(session, plan, repair::Grader::Ray(Box::new(grading)))
         }
     }
 }
@@ -365,11 +370,12 @@ pub fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> Result<InferSum
     Ok(infer::infer(model, plan, &mut progress)?)
 }
 
-/// `swe run`: infer into `grade.predictions`, then grade.
+/// `swe run`: infer into `grade.predictions`, then grade (here or on a cluster).
 pub struct SweRunPlan {
     pub model: ModelChoice,
     pub infer: InferPlan,
     pub grade: GradePlan,
+    pub executor: Executor,
 }
 
 /// `swe run`. The sandbox and the image are checked before the model spends any time.
@@ -391,7 +397,7 @@ pub fn swe_run(mut plan: SweRunPlan) -> Result<GradeReport, PipelineError> {
             "sampling": plan.infer.sampling,
         }),
     );
-    grade_in(&session, &plan.grade)
+    grade_on(&session, &plan.grade, &plan.executor)
 }
 
 fn to_json(value: &impl serde::Serialize) -> serde_json::Value {
