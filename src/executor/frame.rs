@@ -10,6 +10,9 @@ use base64::Engine as _;
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
 
 const PREFIX: &str = "repairbench-frame:1:";
+/// A frame holds at most this much JSON once decompressed (a worker's logs are capped far
+/// below; this keeps a hostile frame from filling memory).
+const MAX_FRAME: u64 = 256 << 20;
 
 /// One frame's line (without its newline).
 pub fn encode(value: &serde_json::Value) -> String {
@@ -25,7 +28,7 @@ pub fn decode(line: &str) -> Option<serde_json::Value> {
     let body = line.trim_end().strip_prefix(PREFIX)?;
     let bytes = base64::engine::general_purpose::STANDARD.decode(body).ok()?;
     let mut text = String::new();
-    GzDecoder::new(bytes.as_slice()).read_to_string(&mut text).ok()?;
+    GzDecoder::new(bytes.as_slice()).take(MAX_FRAME).read_to_string(&mut text).ok()?;
     serde_json::from_str(&text).ok()
 }
 

@@ -24,6 +24,8 @@ pub const SLOT_RESOURCE: &str = "repairbench";
 const META_RUN: &str = "repairbench_run";
 const META_UNIT: &str = "repairbench_unit";
 const META_ATTEMPT: &str = "repairbench_attempt";
+/// Submission ids tried for one unit before giving up on finding a free one.
+const ID_TRIES: u32 = 20;
 
 /// Where a run's items run: here, or on a Ray cluster whose head's jobs API is at the URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +90,9 @@ pub struct AttemptRecord {
     pub node_id: Option<String>,
     pub status: String,
     pub detail: Option<String>,
+    /// From submission to the coordinator seeing the job end, and Ray's own start-to-end.
+    pub elapsed_s: f64,
+    pub ray_s: Option<f64>,
 }
 
 /// An item that got no record: why, in a word and in a sentence.
@@ -166,6 +171,7 @@ impl InFlight {
 }
 
 struct Job {
+    submitted: Instant,
     unit: String,
     attempt: u32,
     items: Vec<String>,
@@ -224,26 +230,36 @@ impl RayExecutor {
     /// those still going, and returns the next attempt number per unit.
     fn collect_earlier(
         &self,
+        fresh: bool,
         work: &mut dyn UnitWork,
         report: &mut DispatchReport,
         stored: &mut BTreeSet<String>,
     ) -> Result<BTreeMap<String, u32>, ExecutorError> {
         let mut next_attempt = BTreeMap::new();
+        let prefix = format!("rb-{}-", self.run);
+        // By metadata, or by the submission id when Ray lost the metadata.
         let earlier: Vec<JobInfo> = self
             .client
             .jobs()?
             .into_iter()
-            .filter(|j| j.metadata.as_ref().and_then(|m| m.get(META_RUN)) == Some(&self.run))
+            .filter(|j| {
+                j.metadata.as_ref().and_then(|m| m.get(META_RUN)) == Some(&self.run)
+                    || j.submission_id.as_deref().is_some_and(|id| id.starts_with(&prefix))
+            })
             .collect();
         for job in earlier {
-            let (Some(id), Some(meta)) = (&job.submission_id, &job.metadata) else { continue };
-            let attempt = meta.get(META_ATTEMPT).and_then(|a| a.parse::<u32>().ok()).unwrap_or(0);
-            if let Some(unit) = meta.get(META_UNIT) {
-                let next = next_attempt.entry(unit.clone()).or_insert(1);
-                *next = (*next).max(attempt + 1);
-            }
+            let Some(id) = &job.submission_id else { continue };
+            let (unit, attempt) = match id.strip_prefix(&prefix).and_then(|rest| rest.rsplit_once('-')) {
+                Some((unit, attempt)) => (unit.to_owned(), attempt.parse::<u32>().unwrap_or(0)),
+                None => continue,
+            };
+            let next = next_attempt.entry(unit).or_insert(1);
+            *next = (*next).max(attempt + 1);
             if !job.status.is_terminal() {
                 let _ = self.client.stop(id);
+            }
+            if fresh {
+                continue;
             }
             let Ok(log) = self.client.logs(id) else { continue };
             for frame in frame::FrameReader::new().read(&log) {
@@ -266,8 +282,11 @@ impl RayExecutor {
 
     /// Runs `units` on the cluster with `package` as every job's working folder; `work` stores
     /// each record as it comes. Items left without a record are in the report's `unfinished`.
+    /// Records that jobs of an earlier coordinator of this run left are stored first, unless
+    /// `fresh` (everything computed again).
     pub fn dispatch(
         &self,
+        fresh: bool,
         package: &Package,
         units: Vec<Unit>,
         work: &mut dyn UnitWork,
@@ -282,7 +301,7 @@ impl RayExecutor {
         };
         // Items whose record came back; a unit is submitted for the rest of its items only.
         let mut stored_keys = BTreeSet::new();
-        let mut next_attempt = self.collect_earlier(work, &mut report, &mut stored_keys)?;
+        let mut next_attempt = self.collect_earlier(fresh, work, &mut report, &mut stored_keys)?;
         let mut queue: VecDeque<(String, Vec<String>, u32)> = VecDeque::new();
         let left = |items: &[String], done: &BTreeSet<String>| -> Vec<String> {
             items.iter().filter(|k| !done.contains(*k)).cloned().collect()
@@ -305,32 +324,51 @@ impl RayExecutor {
         let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
         loop {
             while jobs.len() < max_inflight {
-                let Some((unit, items, attempt)) = queue.pop_front() else { break };
+                let Some((unit, items, mut attempt)) = queue.pop_front() else { break };
                 let items = left(&items, &stored_keys);
                 if items.is_empty() {
                     continue;
                 }
-                let submission_id = format!("rb-{}-{}-{attempt}", self.run, unit);
-                let request = JobRequest {
-                    entrypoint: work.entrypoint(&items),
-                    submission_id: submission_id.clone(),
-                    runtime_env: serde_json::json!({ "working_dir": uri }),
-                    metadata: BTreeMap::from([
-                        (META_RUN.into(), self.run.clone()),
-                        (META_UNIT.into(), unit.clone()),
-                        (META_ATTEMPT.into(), attempt.to_string()),
-                    ]),
-                    entrypoint_resources: BTreeMap::from([(SLOT_RESOURCE.into(), 1.0)]),
+                let submission_id = loop {
+                    let submission_id = format!("rb-{}-{}-{attempt}", self.run, unit);
+                    let request = JobRequest {
+                        entrypoint: work.entrypoint(&items),
+                        submission_id: submission_id.clone(),
+                        runtime_env: serde_json::json!({ "working_dir": uri }),
+                        metadata: BTreeMap::from([
+                            (META_RUN.into(), self.run.clone()),
+                            (META_UNIT.into(), unit.clone()),
+                            (META_ATTEMPT.into(), attempt.to_string()),
+                        ]),
+                        entrypoint_resources: BTreeMap::from([(SLOT_RESOURCE.into(), 1.0)]),
+                    };
+                    if !self.in_flight.begin(&submission_id) {
+                        return Ok(report);
+                    }
+                    match self.client.submit(&request) {
+                        Ok(()) => break submission_id,
+                        // An id Ray still holds from before (a job it lost track of): the next.
+                        Err(RayError::Status { body, .. })
+                            if body.contains("already exists") && attempt < ID_TRIES =>
+                        {
+                            self.in_flight.end(&submission_id);
+                            attempt += 1;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                 };
-                if !self.in_flight.begin(&submission_id) {
-                    return Ok(report);
-                }
-                self.client.submit(&request)?;
                 report.jobs_submitted += 1;
                 tracing::info!("submitted {submission_id} ({} items)", items.len());
                 jobs.insert(
                     submission_id,
-                    Job { unit, attempt, items, done: BTreeSet::new(), reader: frame::FrameReader::new() },
+                    Job {
+                        submitted: Instant::now(),
+                        unit,
+                        attempt,
+                        items,
+                        done: BTreeSet::new(),
+                        reader: frame::FrameReader::new(),
+                    },
                 );
             }
             if jobs.is_empty() || self.in_flight.is_stopping() {
@@ -364,12 +402,15 @@ impl RayExecutor {
                     node_id: info.driver_node_id.clone(),
                     status: format!("{:?}", info.status).to_lowercase(),
                     detail: info.message.clone().filter(|_| !remaining.is_empty()),
+                    elapsed_s: job.submitted.elapsed().as_secs_f64(),
+                    ray_s: info
+                        .start_time
+                        .zip(info.end_time)
+                        .map(|(s, e)| e.saturating_sub(s) as f64 / 1000.0),
                 });
+                // Finished jobs stay on the cluster: deleting one while Ray's supervisor is still
+                // ending writes it back, failed and without its metadata.
                 if remaining.is_empty() {
-                    // Every record is stored: the job's log is no longer needed on the cluster.
-                    if let Err(e) = self.client.delete(&id) {
-                        tracing::debug!("deleting finished job {id}: {}", crate::error_chain(&e));
-                    }
                     continue;
                 }
                 match failure {
@@ -466,7 +507,6 @@ pub fn check(
             let info = client.job(id)?;
             if info.status.is_terminal() {
                 found.insert(node_id.clone(), client.logs(id).unwrap_or_default());
-                let _ = client.delete(id);
                 break;
             }
             if started.elapsed() > timeout {
@@ -512,6 +552,8 @@ mod tests {
             error_type: error_type.map(str::to_owned),
             driver_exit_code: exit,
             driver_node_id: None,
+            start_time: None,
+            end_time: None,
             metadata: None,
         }
     }

@@ -68,6 +68,11 @@ pub struct JobInfo {
     pub driver_exit_code: Option<i64>,
     #[serde(default)]
     pub driver_node_id: Option<String>,
+    /// When the job started and ended, in milliseconds since the epoch.
+    #[serde(default)]
+    pub start_time: Option<u64>,
+    #[serde(default)]
+    pub end_time: Option<u64>,
     #[serde(default)]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
 }
@@ -91,6 +96,13 @@ pub struct NodeInfo {
     pub alive: bool,
     /// The node's `repairbench` slots (0 when it offers none).
     pub slots: f64,
+}
+
+/// The last line of an error body that says something (Ray ends a traceback with `.`).
+fn last_line(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.lines().rev().map(str::trim).find(|l| l.len() > 1).unwrap_or("");
+    line.chars().take(400).collect()
 }
 
 #[derive(Clone)]
@@ -180,8 +192,7 @@ impl RayClient {
         let (status, bytes) = self.call(method, path, body, REQUEST_TIMEOUT)?;
         let url = format!("{}{path}", self.base);
         if !(200..300).contains(&status) {
-            let body = String::from_utf8_lossy(&bytes);
-            let body = body.trim().lines().last().unwrap_or("").chars().take(400).collect();
+            let body = last_line(&bytes);
             return Err(RayError::Status { url, status, body });
         }
         serde_json::from_slice(&bytes).map_err(|e| RayError::Answer { url, source: Box::new(e) })
@@ -207,7 +218,7 @@ impl RayClient {
         let path = format!("/api/packages/gcs/{name}");
         let (status, body) = self.call("PUT", &path, Some(bytes), UPLOAD_TIMEOUT)?;
         if status != 200 {
-            let body = String::from_utf8_lossy(&body).trim().lines().last().unwrap_or("").to_owned();
+            let body = last_line(&body);
             return Err(RayError::Status { url: format!("{}{path}", self.base), status, body });
         }
         Ok(())
@@ -241,16 +252,6 @@ impl RayClient {
     pub fn stop(&self, id: &str) -> Result<(), RayError> {
         let path = format!("/api/jobs/{}/stop", crate::http::encode_segment(id));
         self.json::<serde_json::Value>("POST", &path, Some(b"{}")).map(drop)
-    }
-
-    /// Forgets a finished job (its record and log).
-    pub fn delete(&self, id: &str) -> Result<(), RayError> {
-        self.json::<serde_json::Value>(
-            "DELETE",
-            &format!("/api/jobs/{}", crate::http::encode_segment(id)),
-            None,
-        )
-        .map(drop)
     }
 
     /// The cluster's nodes (alive and dead) with their `repairbench` slots.

@@ -202,7 +202,8 @@ pub(super) fn grade_on_ray(
     let expected = todo.into_iter().map(|((task, _), fingerprint)| (task.instance_id, fingerprint)).collect();
     let mut collect =
         Collect { kernel, expected, stored: BTreeSet::new(), out: plan.out.clone(), entrypoint };
-    let report = grading.executor.dispatch(&package, units, &mut collect).map_err(RunError::Executor)?;
+    let report =
+        grading.executor.dispatch(plan.force, &package, units, &mut collect).map_err(RunError::Executor)?;
     for unfinished in &report.unfinished {
         if collect.stored.contains(&unfinished.key) {
             continue;
@@ -239,5 +240,57 @@ impl Reporter<InstanceResult> for WorkerFrames {
         writeln!(stdout, "{frame}")
             .and_then(|()| stdout.flush())
             .map_err(|source| ReportError::Write { path: PathBuf::from("<stdout>"), source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::fingerprint::FingerprintBuilder;
+    use crate::report::Fanout;
+
+    /// A worker's frame for instance `id` with `fingerprint` and the log files `logs`.
+    fn frame_of(id: &str, fingerprint: &Fingerprint, logs: &[(&str, &str)]) -> serde_json::Value {
+        let mut record = super::error_result(id, "graded elsewhere".into());
+        record.fingerprint = Some(fingerprint.clone());
+        let logs: serde_json::Map<String, serde_json::Value> = logs
+            .iter()
+            .map(|(name, text)| {
+                (name.to_string(), base64::engine::general_purpose::STANDARD.encode(text).into())
+            })
+            .collect();
+        serde_json::json!({ "record": record, "logs": logs })
+    }
+
+    #[test]
+    fn only_records_with_the_fingerprint_computed_here_are_stored_and_logs_stay_in_their_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let mut fanout = Fanout::new(Vec::new());
+        let mut kernel = Kernel::open("test", &out.join("results.jsonl"), false, &mut fanout).unwrap();
+        let expected = FingerprintBuilder::new().id("input", "a").finish();
+        let other = FingerprintBuilder::new().id("input", "b").finish();
+        let mut collect = Collect {
+            kernel: &mut kernel,
+            expected: BTreeMap::from([("a".to_owned(), expected.clone())]),
+            stored: BTreeSet::new(),
+            out: out.clone(),
+            entrypoint: vec!["./repairbench".into(), "worker".into()],
+        };
+        assert_eq!(collect.store(frame_of("a", &other, &[])).unwrap(), None, "another fingerprint");
+        assert_eq!(collect.store(frame_of("z", &expected, &[])).unwrap(), None, "an instance not asked for");
+        assert_eq!(collect.store(serde_json::json!({"record": {"instance_id": 3}})).unwrap(), None);
+        let logs = [("test_output.txt", "ok"), ("../escape.txt", "x"), ("..", "x"), ("sub/x", "x")];
+        assert_eq!(collect.store(frame_of("a", &expected, &logs)).unwrap(), Some("a".into()));
+        assert_eq!(collect.store(frame_of("a", &expected, &logs)).unwrap(), None, "stored once");
+        assert_eq!(std::fs::read_to_string(out.join("logs/a/test_output.txt")).unwrap(), "ok");
+        let written: Vec<_> =
+            std::fs::read_dir(out.join("logs/a")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(written, ["test_output.txt"]);
+        assert!(!out.join("logs/escape.txt").exists() && !out.join("escape.txt").exists());
+        let stored = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+        assert_eq!(stored.lines().count(), 1);
+        let entry = collect.entrypoint(&["a".into(), "b c".into()]);
+        assert_eq!(entry, "chmod +x repairbench && exec ./repairbench worker --only a --only 'b c'");
     }
 }
