@@ -1,6 +1,6 @@
 //! The Ray executor against a real cluster (a head and two worker nodes, started here): the
-//! bundled issues graded on it agree with the local run record for record; a rerun submits
-//! nothing; a node killed mid-unit costs one resubmission and leaves nothing behind; an
+//! bundled issues graded on it, and suites evaluated on it, agree with the local run record
+//! for record; a rerun submits nothing; a node killed mid-unit costs one resubmission and leaves nothing behind; an
 //! interrupted or killed coordinator loses nothing and duplicates nothing; and the errors say
 //! what is wrong. One cluster serves the steps in order, and is stopped by pid at the end.
 
@@ -27,6 +27,28 @@ fn grade(executor: &str, dataset: &Path, out: &Path, extra: &[&str], token: Opti
         command.env("RAY_AUTH_TOKEN", token);
     }
     command
+}
+
+fn eval(executor: &str, args: &[&str], out: &Path, extra: &[&str]) -> Command {
+    let mut command = repairbench();
+    command.arg("eval").args(args).arg("--out").arg(out).args(["--executor", executor]).args(extra);
+    command.env("RAY_AUTH_TOKEN", TOKEN);
+    command
+}
+
+/// Every record of a suite run's `samples.jsonl` by its key (`SEED:DOC_ID`), whole.
+fn samples(out: &Path) -> BTreeMap<String, serde_json::Value> {
+    let text = std::fs::read_to_string(out.join("samples.jsonl")).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            (format!("{}:{}", record["seed"], record["doc_id"].as_str().unwrap()), record)
+        })
+        .collect()
+}
+
+fn metrics(results: &[u8]) -> serde_json::Value {
+    serde_json::from_slice::<serde_json::Value>(results).unwrap()["metrics"].clone()
 }
 
 fn run(mut command: Command) -> Output {
@@ -149,12 +171,20 @@ fn jobs(cluster: &RayCluster) -> Vec<(String, String, Option<String>)> {
         .collect()
 }
 
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+fn wait_until(what: &str, limit: Duration, done: impl FnMut() -> bool) {
+    assert!(waited(limit, done), "waited {limit:?} for {what}");
+}
+
+/// Whether `done` came true within `limit`.
+fn waited(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
     while !done() {
-        assert!(started.elapsed() < limit, "waited {limit:?} for {what}");
+        if started.elapsed() > limit {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(250));
     }
+    true
 }
 
 fn signal(child: &std::process::Child, signal: i32) {
@@ -211,7 +241,7 @@ fn grading_on_a_real_ray_cluster() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| node_ip[a["node_id"].as_str().unwrap()].clone())
+        .map(|a| node_ip[a["node_id"].as_str().unwrap_or_else(|| panic!("no node: {a}"))].clone())
         .collect();
     assert_eq!(used, WORKERS.iter().map(|w| w.to_string()).collect(), "units ran on {used:?}");
     assert_eq!(executor["jobs_submitted"], 11);
@@ -239,9 +269,40 @@ fn grading_on_a_real_ray_cluster() {
     assert_eq!(manifest_executor(&on_ray)["jobs_submitted"], 0);
     assert_eq!(results(&on_ray).1.values().sum::<usize>(), 11, "the rerun appended records");
 
+    // 3. Suites on the cluster: the same records as here. Multiple choice with the real model
+    // (which travels in the package), and a code suite's reference solutions in the sandbox.
+    let mmlu = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites/mmlu/test.jsonl");
+    let mmlu_args = ["mmlu", "--data", mmlu.to_str().unwrap(), "--shots", "2", "--seeds", "0,1"];
+    let humaneval_args = ["humaneval", "--canonical", "--limit", "6", "--batch", "3"];
+    for (name, args, unit) in [("mmlu", &mmlu_args[..], "4"), ("humaneval", &humaneval_args[..], "3")] {
+        let here = root.join(format!("{name}-local"));
+        let out = run(eval("local", args, &here, &[]));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let there = root.join(format!("{name}-ray"));
+        let t = Instant::now();
+        let out = run(eval(&ray, args, &there, &["--unit-size", unit]));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        eprintln!("{name} on ray: {:.1}s", t.elapsed().as_secs_f64());
+        let (local_samples, ray_samples) = (samples(&here), samples(&there));
+        assert!(local_samples.len() >= 6, "{name}: {} records", local_samples.len());
+        assert_eq!(ray_samples, local_samples, "{name}: records differ");
+        let executor = manifest_executor(&there);
+        let jobs = local_samples.len().div_ceil(unit.parse().unwrap());
+        assert_eq!(executor["jobs_submitted"], jobs, "{name}: {executor}");
+        assert_eq!(
+            std::fs::read(here.join("results.json")).map(|r| metrics(&r)).unwrap(),
+            std::fs::read(there.join("results.json")).map(|r| metrics(&r)).unwrap()
+        );
+        // A rerun sends nothing.
+        let out = run(eval(&ray, args, &there, &["--unit-size", unit]));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(manifest_executor(&there)["jobs_submitted"], 0, "{name}");
+        assert_eq!(samples(&there).len(), local_samples.len());
+    }
+
     let slow = slow_tasks(root, 4);
 
-    // 3. A worker node killed in the middle of a unit.
+    // 4. A worker node killed in the middle of a unit.
     let lost = root.join("lost");
     let child = grade(&ray, &slow, &lost, &[], Some(TOKEN))
         .stdout(Stdio::null())
@@ -275,16 +336,21 @@ fn grading_on_a_real_ray_cluster() {
     cluster.start_worker(victim);
     cluster.wait_for_slots(2.0);
 
-    // 4. SIGINT stops every job within 10 s and leaves no container; a rerun resumes.
+    // 5. SIGINT stops every job within 10 s and leaves no container; a rerun resumes.
     let interrupted = root.join("interrupted");
     let child = grade(&ray, &slow, &interrupted, &[], Some(TOKEN))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until("two units running", Duration::from_secs(90), || {
+    let two_running = waited(Duration::from_secs(90), || {
         jobs(&cluster).iter().filter(|(_, status, _)| status == "RUNNING").count() >= 2
     });
+    if !two_running {
+        signal(&child, libc::SIGINT);
+        let output = child.wait_with_output().unwrap();
+        panic!("waited 90s for two units running: {:?}\n{}", jobs(&cluster), text(&output));
+    }
     std::thread::sleep(Duration::from_secs(2));
     signal(&child, libc::SIGINT);
     let t = Instant::now();
@@ -301,7 +367,7 @@ fn grading_on_a_real_ray_cluster() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(results(&interrupted).0.len(), 4);
 
-    // 5. After a kill -9 of the coordinator, a rerun collects what finished and submits the
+    // 6. After a kill -9 of the coordinator, a rerun collects what finished and submits the
     // rest. The coordinator is held (SIGSTOP) while its first units finish, so their records
     // are on the cluster only.
     let killed_run = root.join("killed");
@@ -336,7 +402,7 @@ fn grading_on_a_real_ray_cluster() {
     assert_eq!(before + collected, 2, "the finished units were not collected: {executor}");
     assert_eq!(executor["jobs_submitted"], 2, "{executor}");
 
-    // 6. A worker that fails on its own (no Docker engine on its node) is not retried. The
+    // 7. A worker that fails on its own (no Docker engine on its node) is not retried. The
     // broken node joins with one slot, and jobs that only sleep hold the two good nodes' slots,
     // so the unit can only go to it. (Ray's job system does not survive losing every worker
     // node at once, so the good nodes stay.)
@@ -375,5 +441,5 @@ fn grading_on_a_real_ray_cluster() {
 
 /// The run id the coordinator uses for `out` (the prefix of its jobs' submission ids).
 fn first_run_id(out: &Path) -> String {
-    format!("rb-{}-", repairbench::repair::remote::run_id(out))
+    format!("rb-{}-", repairbench::executor::run_id(out))
 }

@@ -55,6 +55,8 @@ fn the_openai_backend_through_serve_matches_the_local_engine() {
         "the manifest records the server's report"
     );
     assert_eq!(remote.info().context_length, local.info().context_length);
+    // Fingerprints name a served model by the weights the server reports.
+    assert_eq!(remote.info().sha256, local.info().sha256);
 
     // Greedy and seeded sampling, raw and chat, give the same text.
     let requests = [

@@ -1,8 +1,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use repairbench::run::pipeline::{self, Completion, EvalPlan};
-use repairbench::suites::{self, EvalOptions, EvalSummary};
+use repairbench::run::pipeline::{self, Completion, EvalPlan, PipelineError};
+use repairbench::suites::{self, EvalOptions, EvalSummary, SuiteError};
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -42,6 +42,8 @@ pub struct EvalArgs {
     /// Compute every item again instead of resuming from what an earlier run left in --out.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub executor: super::executor::ExecutorArgs,
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
@@ -64,11 +66,20 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
             code_batch: args.batch,
             canonical: args.canonical,
             force: args.force,
+            only: None,
         },
         model: args.model.choice(),
         workers,
+        executor: args.executor.resolve(super::executor::EVAL_UNIT)?,
     };
-    let summary = pipeline::eval(plan)?;
+    let summary = match pipeline::eval(plan) {
+        Err(PipelineError::Suite(err @ SuiteError::Unfinished { .. })) => {
+            // What came back is stored; the rest is the cluster's failure, not the model's.
+            eprintln!("error: {err}");
+            return Ok(super::EXIT_INFRASTRUCTURE);
+        }
+        other => other?,
+    };
     print_summary(&summary);
     Ok(super::exit_status(Completion::of_eval(&summary)))
 }

@@ -17,13 +17,13 @@ fn parse_executor(text: &str) -> Result<ExecutorSpec, String> {
 
 #[derive(Debug, Args)]
 pub struct ExecutorArgs {
-    /// Where instances are graded: `local`, or `ray:http://HEAD:8265` (a Ray cluster's jobs
+    /// Where items are computed: `local`, or `ray:http://HEAD:8265` (a Ray cluster's jobs
     /// API; each worker node needs a Docker engine; see the README's "Scaling out").
     #[arg(long, default_value = "local", value_parser = parse_executor)]
     executor: ExecutorSpec,
-    /// Instances per cluster job.
-    #[arg(long, default_value_t = 1)]
-    unit_size: usize,
+    /// Items per cluster job (default: 1 instance for `swe`, 64 items for `eval`).
+    #[arg(long)]
+    unit_size: Option<usize>,
     /// Cluster jobs in flight at most (default: the cluster's `repairbench` slots).
     #[arg(long)]
     max_inflight: Option<usize>,
@@ -33,13 +33,14 @@ pub struct ExecutorArgs {
 }
 
 impl ExecutorArgs {
-    pub fn resolve(&self) -> anyhow::Result<pipeline::Executor> {
-        if self.unit_size == 0 {
+    /// The executor, with `default_unit` items per job unless `--unit-size` says.
+    pub fn resolve(&self, default_unit: usize) -> anyhow::Result<pipeline::Executor> {
+        if self.unit_size == Some(0) {
             anyhow::bail!("--unit-size must be at least 1");
         }
         Ok(pipeline::Executor {
             spec: self.executor.clone(),
-            unit_size: self.unit_size,
+            unit_size: self.unit_size.unwrap_or(default_unit),
             max_inflight: self.max_inflight,
             retries: self.retries,
         })
@@ -97,6 +98,42 @@ pub fn run(cmd: ExecutorCommand) -> anyhow::Result<u8> {
 pub enum WorkerCommand {
     /// Grade one unit of a cluster run (what each Ray job runs, inside the run's package).
     Grade(WorkerGradeArgs),
+    /// Evaluate one unit of a suite run on a cluster.
+    Eval(WorkerEvalArgs),
+}
+
+/// Items per cluster job: one repair instance (minutes each), 64 suite items (seconds each).
+pub const SWE_UNIT: usize = 1;
+pub const EVAL_UNIT: usize = 64;
+
+#[derive(Debug, Args)]
+pub struct WorkerEvalArgs {
+    /// The suite file.
+    #[arg(long)]
+    suite: PathBuf,
+    /// The test file (the few-shot file, if any, beside it).
+    #[arg(long)]
+    data: PathBuf,
+    #[arg(long)]
+    samples: Option<PathBuf>,
+    #[arg(long)]
+    canonical: bool,
+    #[arg(long)]
+    shots: Option<usize>,
+    #[arg(long, value_delimiter = ',')]
+    seeds: Vec<u64>,
+    #[arg(long)]
+    batch: usize,
+    #[arg(long)]
+    workers: usize,
+    #[command(flatten)]
+    model: super::ModelArgs,
+    /// The coordinator's model hash: a worker whose model differs stops before any item.
+    #[arg(long)]
+    model_sha256: Option<String>,
+    /// An item of the unit, `SEED:DOC_ID` (repeated).
+    #[arg(long)]
+    only: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -118,7 +155,10 @@ pub struct WorkerGradeArgs {
 }
 
 pub fn run_worker(cmd: WorkerCommand) -> anyhow::Result<u8> {
-    let WorkerCommand::Grade(args) = cmd;
+    let args = match cmd {
+        WorkerCommand::Grade(args) => args,
+        WorkerCommand::Eval(args) => return run_eval_worker(args),
+    };
     let text = std::fs::read_to_string(&args.settings)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", args.settings.display()))?;
     let settings: GradeSettings = serde_json::from_str(&text)
@@ -138,5 +178,29 @@ pub fn run_worker(cmd: WorkerCommand) -> anyhow::Result<u8> {
     let graded = pipeline::grade_worker(plan, &args.only);
     let _ = std::fs::remove_dir_all(&out);
     graded?;
+    Ok(super::EXIT_OK)
+}
+
+fn run_eval_worker(args: WorkerEvalArgs) -> anyhow::Result<u8> {
+    let out = std::env::temp_dir().join(format!("repairbench-worker-{}", std::process::id()));
+    let plan = pipeline::EvalPlan {
+        suite: repairbench::suites::Suite::load(&args.suite)?,
+        options: repairbench::suites::EvalOptions {
+            data: Some(args.data),
+            samples: args.samples,
+            canonical: args.canonical,
+            shots: args.shots,
+            seeds: args.seeds,
+            code_batch: args.batch.max(1),
+            only: Some(args.only.into_iter().collect()),
+            ..repairbench::suites::EvalOptions::new(&out)
+        },
+        model: pipeline::ModelChoice { expected_sha256: args.model_sha256, ..args.model.choice() },
+        workers: args.workers.max(1),
+        executor: pipeline::Executor::local(),
+    };
+    let evaluated = pipeline::eval_worker(plan);
+    let _ = std::fs::remove_dir_all(&out);
+    evaluated?;
     Ok(super::EXIT_OK)
 }

@@ -186,6 +186,7 @@ impl ModelArgs {
                 timeout: self.request_timeout,
             },
             batch: self.decode_batch.max(1),
+            expected_sha256: None,
         }
     }
 }

@@ -148,7 +148,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         SweCommand::Grade(args) => {
             let plan =
                 grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
-            let report = pipeline::grade(plan, &args.executor.resolve()?)?;
+            let report = pipeline::grade(plan, &args.executor.resolve(super::executor::SWE_UNIT)?)?;
             print_summary(&report, &args.out);
             Ok(super::exit_status(Completion::of_grade(&report)))
         }
@@ -201,7 +201,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 model: args.model.model.choice(),
                 infer: infer_plan(&args.data, &args.model, &predictions),
                 grade: grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?,
-                executor: args.executor.resolve()?,
+                executor: args.executor.resolve(super::executor::SWE_UNIT)?,
             };
             let report = pipeline::swe_run(plan)?;
             print_summary(&report, &args.out);

@@ -5,6 +5,7 @@
 //! decode and is ignored, so its item counts as unfinished.
 
 use std::io::{Read, Write};
+use std::path::PathBuf;
 
 use base64::Engine as _;
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
@@ -53,6 +54,42 @@ impl FrameReader {
         let complete = new.rfind('\n').map_or(0, |end| end + 1);
         self.consumed += complete;
         new[..complete].lines().filter_map(decode).collect()
+    }
+}
+
+/// A worker's reporter: each finished record as one frame on standard output, with the files
+/// of the folder `logs` names for it (if any), each as base64.
+pub struct FrameWriter<R> {
+    logs: LogsDir<R>,
+}
+
+/// Where a record's log files lie, if it has any.
+type LogsDir<R> = Box<dyn Fn(&R) -> Option<PathBuf> + Send>;
+
+impl<R> FrameWriter<R> {
+    pub fn new(logs: impl Fn(&R) -> Option<PathBuf> + Send + 'static) -> Self {
+        Self { logs: Box::new(logs) }
+    }
+}
+
+impl<R: serde::Serialize> crate::report::Reporter<R> for FrameWriter<R> {
+    fn report(&mut self, event: &crate::report::ResultEvent<R>) -> Result<(), crate::report::ReportError> {
+        let crate::report::ResultEvent::ItemFinished { record, .. } = event else { return Ok(()) };
+        let mut logs = serde_json::Map::new();
+        if let Some(Ok(entries)) = (self.logs)(record).map(std::fs::read_dir) {
+            for entry in entries.filter_map(Result::ok).filter(|e| e.path().is_file()) {
+                let bytes = std::fs::read(entry.path()).unwrap_or_default();
+                logs.insert(
+                    entry.file_name().to_string_lossy().into_owned(),
+                    base64::engine::general_purpose::STANDARD.encode(bytes).into(),
+                );
+            }
+        }
+        let frame = encode(&serde_json::json!({ "record": record, "logs": logs }));
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{frame}")
+            .and_then(|()| stdout.flush())
+            .map_err(|source| crate::report::ReportError::Write { path: PathBuf::from("<stdout>"), source })
     }
 }
 

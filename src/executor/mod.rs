@@ -10,6 +10,7 @@ pub mod package;
 pub mod ray;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,134 @@ pub enum ExecutorError {
     NoSlots,
     #[error("storing a record that came back")]
     Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Which records that come back a run takes: one per item, and only with the fingerprint
+/// the coordinator computed for it, so a worker on other inputs or other code earns nothing.
+#[derive(Debug, Default)]
+pub struct Admission {
+    expected: BTreeMap<String, serde_json::Value>,
+    stored: BTreeSet<String>,
+}
+
+impl Admission {
+    /// `expected`: each item's key and fingerprint (as JSON).
+    pub fn new(expected: BTreeMap<String, serde_json::Value>) -> Self {
+        Self { expected, stored: BTreeSet::new() }
+    }
+
+    /// Whether the record for `key` with `fingerprint` is taken (then it counts as stored).
+    pub fn admit(&mut self, key: &str, fingerprint: Option<serde_json::Value>) -> bool {
+        if self.stored.contains(key) {
+            return false;
+        }
+        let Some(expected) = self.expected.get(key) else {
+            tracing::debug!("{key}: a record this run does not need (kept from before); ignored");
+            return false;
+        };
+        if Some(expected) != fingerprint.as_ref() {
+            tracing::warn!(
+                "{key}: a worker's record has another fingerprint than the one computed here; ignored"
+            );
+            return false;
+        }
+        self.stored.insert(key.to_owned());
+        true
+    }
+
+    /// The record a worker's `frame` carries, if it parses and [`Self::admit`] takes it.
+    pub fn admit_frame<R: crate::kernel::store::StoredRecord>(
+        &mut self,
+        frame: &serde_json::Value,
+    ) -> Option<R> {
+        let record = frame.get("record").cloned()?;
+        let Ok(record) = serde_json::from_value::<R>(record) else {
+            tracing::warn!("a worker sent a record that does not parse; ignored");
+            return None;
+        };
+        let fingerprint = record.fingerprint().map(|f| f.to_json());
+        self.admit(&record.key(), fingerprint).then_some(record)
+    }
+
+    pub fn is_stored(&self, key: &str) -> bool {
+        self.stored.contains(key)
+    }
+
+    pub fn expected(&self, key: &str) -> Option<&serde_json::Value> {
+        self.expected.get(key)
+    }
+}
+
+/// A run's Ray side: the executor, how many items one job takes, and the executable the
+/// workers run (this one, so every record's code is the coordinator's).
+pub struct RayRun {
+    pub executor: RayExecutor,
+    pub unit_size: usize,
+    pub exe: PathBuf,
+}
+
+impl RayRun {
+    /// The manifest's `executor`: where the run went and how each job went (never part of a
+    /// fingerprint or of the settings `compare` checks).
+    pub fn manifest_entry(&self, dispatched: &DispatchReport) -> serde_json::Value {
+        let nodes: BTreeSet<&str> = dispatched.attempts.iter().filter_map(|a| a.node_id.as_deref()).collect();
+        serde_json::json!({
+            "kind": "ray",
+            "url": self.executor.client.url(),
+            "run": self.executor.run,
+            "unit_size": self.unit_size,
+            "retries": self.executor.settings.retries,
+            "package": dispatched.package,
+            "package_uploaded": dispatched.package_uploaded,
+            "jobs_submitted": dispatched.jobs_submitted,
+            "collected_from_earlier": dispatched.collected_from_earlier,
+            "nodes": nodes,
+            "attempts": dispatched.attempts,
+        })
+    }
+}
+
+/// The run's id on the cluster: its output folder, wherever that is.
+pub fn run_id(out: &Path) -> String {
+    let absolute = std::path::absolute(out).unwrap_or_else(|_| out.to_owned());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    crate::digest::Sha256Pieces::new()
+        .framed(host.as_bytes())
+        .framed(absolute.to_string_lossy().as_bytes())
+        .hex_prefix(6)
+}
+
+/// Units of `unit_size` items in key order; a unit's id is the hash of its items' keys and
+/// fingerprints, so the same work gets the same id on a rerun.
+pub fn units(mut items: Vec<(String, serde_json::Value)>, unit_size: usize) -> Vec<Unit> {
+    items.sort_by(|a, b| a.0.cmp(&b.0));
+    items
+        .chunks(unit_size.max(1))
+        .map(|chunk| {
+            let mut hash = crate::digest::Sha256Pieces::new();
+            for (key, fingerprint) in chunk {
+                hash.framed(key.as_bytes()).framed(serde_json::to_vec(fingerprint).unwrap_or_default());
+            }
+            Unit { id: hash.hex_prefix(6), items: chunk.iter().map(|(key, _)| key.clone()).collect() }
+        })
+        .collect()
+}
+
+/// The executable's name inside a run's package: the coordinator's own.
+pub const WORKER_EXE: &str = "repairbench";
+
+/// A job's command: the package's executable with `args` (starting `./repairbench`), then
+/// `--only ITEM` per item.
+pub fn worker_entrypoint(args: &[String], items: &[String]) -> String {
+    let mut words = args.to_vec();
+    for item in items {
+        words.push("--only".into());
+        words.push(item.clone());
+    }
+    // Ray's unpacking drops the mode; `exec` makes the worker the child of Ray's job
+    // supervisor, so it learns of the supervisor's death (its parent-death signal).
+    let command = crate::shell::join(&words).unwrap_or_default();
+    format!("chmod +x {WORKER_EXE} && exec {command}")
 }
 
 /// Some items that share one job.
@@ -177,6 +306,8 @@ struct Job {
     items: Vec<String>,
     done: BTreeSet<String>,
     reader: frame::FrameReader,
+    /// The node its driver runs on, as last seen (a finished job's answer may lack it).
+    node_id: Option<String>,
 }
 
 /// Why a finished job's unfinished items are not retried: `None` when its node was lost.
@@ -272,7 +403,10 @@ impl RayExecutor {
         Ok(next_attempt)
     }
 
-    fn total_slots(&self) -> Result<usize, ExecutorError> {
+    /// The `repairbench` slots of the cluster's alive nodes (none: an error). Asking also
+    /// proves, before a run spends time on anything else, that the head answers and takes
+    /// the token.
+    pub fn total_slots(&self) -> Result<usize, ExecutorError> {
         let slots: f64 = self.client.nodes()?.iter().filter(|n| n.alive).map(|n| n.slots).sum();
         if slots < 1.0 {
             return Err(ExecutorError::NoSlots);
@@ -368,6 +502,7 @@ impl RayExecutor {
                         items,
                         done: BTreeSet::new(),
                         reader: frame::FrameReader::new(),
+                        node_id: None,
                     },
                 );
             }
@@ -381,6 +516,9 @@ impl RayExecutor {
                 // After its node died a job's log can no longer be read: what was read stays.
                 let log = self.client.logs(&id).unwrap_or_default();
                 let job = jobs.get_mut(&id).expect("listed above");
+                if info.driver_node_id.is_some() {
+                    job.node_id.clone_from(&info.driver_node_id);
+                }
                 for frame in job.reader.read(&log) {
                     if let Some(key) = work.store(frame)? {
                         job.done.insert(key.clone());
@@ -399,7 +537,7 @@ impl RayExecutor {
                     unit: job.unit.clone(),
                     attempt: job.attempt,
                     items: job.items.len(),
-                    node_id: info.driver_node_id.clone(),
+                    node_id: job.node_id.clone(),
                     status: format!("{:?}", info.status).to_lowercase(),
                     detail: info.message.clone().filter(|_| !remaining.is_empty()),
                     elapsed_s: job.submitted.elapsed().as_secs_f64(),

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::digest::Sha256Pieces;
 
-/// Ray keeps packages in its control store, whose messages are at most 512 MiB.
-pub const RAY_PACKAGE_LIMIT: u64 = 500 << 20;
+/// Ray's dashboard takes request bodies (the package upload) of at most 100 MiB.
+pub const RAY_PACKAGE_LIMIT: u64 = 100 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {

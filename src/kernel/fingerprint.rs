@@ -70,6 +70,11 @@ impl FingerprintBuilder {
 }
 
 impl Fingerprint {
+    /// As JSON, the form in which records travel back from a cluster's workers.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
     /// The parts that differ from `earlier` (added, removed or changed), by name.
     pub fn changed_parts(&self, earlier: &Fingerprint) -> Vec<String> {
         let mut names: Vec<String> = self

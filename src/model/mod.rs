@@ -121,6 +121,8 @@ pub struct ModelInfo {
     /// The source as the user gave it (path, `hf:...`, `pip:...`).
     pub source: String,
     pub path: std::path::PathBuf,
+    /// The weights file's hash; for a served model, what stands for it (see
+    /// `openai::served_identity`).
     pub sha256: String,
     pub architecture: String,
     pub name: Option<String>,

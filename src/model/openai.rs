@@ -128,7 +128,7 @@ impl OpenAiModel {
         let info = ModelInfo {
             source: format!("openai:{base}"),
             path: base.clone().into(),
-            sha256: String::new(),
+            sha256: served_identity(&model, &entry),
             architecture: "served (OpenAI-compatible API)".into(),
             name: Some(model.clone()),
             parameters: entry.pointer("/meta/n_params").and_then(Value::as_u64).unwrap_or(0),
@@ -143,6 +143,24 @@ impl OpenAiModel {
         };
         Ok(Self { connection, model, concurrency: settings.concurrency, info, scoring: None })
     }
+}
+
+/// What stands for a served model's weights in fingerprints: their hash when the server
+/// reports it (`repairbench serve` does, as `meta.sha256`), else `served:` and the hash of the
+/// model's id and what the server lists about it, less its `created` time (which some servers
+/// set to now). Weights swapped under the same id and listing go unseen then; the manifest says
+/// which it was.
+fn served_identity(model: &str, entry: &Value) -> String {
+    let reported = entry.pointer("/meta/sha256").and_then(Value::as_str);
+    if let Some(hash) = reported.filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())) {
+        return hash.to_ascii_lowercase();
+    }
+    let mut listed = entry.clone();
+    if let Some(fields) = listed.as_object_mut() {
+        fields.remove("created");
+    }
+    let described = json!({"id": model, "listed": listed});
+    format!("served:{}", crate::digest::sha256_hex(described.to_string()))
 }
 
 impl Connection {
@@ -474,5 +492,27 @@ impl LanguageModel for OpenAiModel {
     /// The server applies its own chat template; records keep the messages as JSON.
     fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, ModelError> {
         serde_json::to_string(messages).map_err(ModelError::ChatJson)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_model_is_named_by_its_reported_hash_or_its_listing() {
+        let hash = "ab".repeat(32);
+        let ours = json!({"id": "m", "created": 0, "meta": {"sha256": hash}});
+        assert_eq!(served_identity("m", &ours), hash);
+        let other = json!({"id": "m", "created": 1, "owned_by": "llamacpp", "meta": {"n_params": 7}});
+        let later = json!({"id": "m", "created": 2, "owned_by": "llamacpp", "meta": {"n_params": 7}});
+        let bigger = json!({"id": "m", "created": 2, "owned_by": "llamacpp", "meta": {"n_params": 8}});
+        let named = served_identity("m", &other);
+        assert!(named.starts_with("served:") && named.len() == "served:".len() + 64, "{named}");
+        assert_eq!(named, served_identity("m", &later), "the listing time does not count");
+        assert_ne!(named, served_identity("m", &bigger));
+        assert_ne!(named, served_identity("n", &other));
+        let not_a_hash = json!({"id": "m", "meta": {"sha256": "x"}});
+        assert!(served_identity("m", &not_a_hash).starts_with("served:"));
     }
 }

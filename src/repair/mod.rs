@@ -112,7 +112,7 @@ pub enum RunError {
 /// cluster (whose workers grade in theirs).
 pub enum Grader<S> {
     Local(Arc<S>),
-    Ray(Box<remote::RayGrading>),
+    Ray(Box<crate::executor::RayRun>),
 }
 
 /// Time spent in each stage of one instance, in seconds.

@@ -6,63 +6,24 @@
 //! its logs. Each record is stored only if its fingerprint is the one the coordinator
 //! computed for that instance, so a worker on other inputs or other code earns nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use base64::Engine as _;
 
 use super::{error_result, GradePlan, InstanceResult, RunError};
+use crate::executor::frame::FrameWriter;
 use crate::executor::package::Package;
-use crate::executor::{frame, DispatchReport, ExecutorError, RayExecutor, Unit, UnitWork};
+use crate::executor::{
+    units, worker_entrypoint, Admission, DispatchReport, ExecutorError, RayRun, UnitWork, WORKER_EXE,
+};
 use crate::kernel::fingerprint::Fingerprint;
 use crate::kernel::Kernel;
-use crate::report::{ReportError, Reporter, ResultEvent};
 use crate::tasks::{safe_name, Prediction, SweTask};
 
 /// Where the package's parts are, inside it.
-const EXE: &str = "repairbench";
 const PREDICTIONS: &str = "predictions.jsonl";
 const SETTINGS: &str = "settings.json";
-
-/// A grading run's Ray side: the executor and how many instances one job grades.
-pub struct RayGrading {
-    pub executor: RayExecutor,
-    pub unit_size: usize,
-    /// The executable the workers run: this one, so every record's code is the coordinator's.
-    pub exe: PathBuf,
-}
-
-impl RayGrading {
-    /// The manifest's `executor`: where the run went and how each job went (never part of a
-    /// fingerprint or of the settings `compare` checks).
-    pub fn manifest_entry(&self, dispatched: &DispatchReport) -> serde_json::Value {
-        let nodes: BTreeSet<&str> = dispatched.attempts.iter().filter_map(|a| a.node_id.as_deref()).collect();
-        serde_json::json!({
-            "kind": "ray",
-            "url": self.executor.client.url(),
-            "run": self.executor.run,
-            "unit_size": self.unit_size,
-            "retries": self.executor.settings.retries,
-            "package": dispatched.package,
-            "package_uploaded": dispatched.package_uploaded,
-            "jobs_submitted": dispatched.jobs_submitted,
-            "collected_from_earlier": dispatched.collected_from_earlier,
-            "nodes": nodes,
-            "attempts": dispatched.attempts,
-        })
-    }
-}
-
-/// The run's id on the cluster: its output folder, wherever that is.
-pub fn run_id(out: &Path) -> String {
-    let absolute = std::path::absolute(out).unwrap_or_else(|_| out.to_owned());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    crate::digest::Sha256Pieces::new()
-        .framed(host.as_bytes())
-        .framed(absolute.to_string_lossy().as_bytes())
-        .hex_prefix(6)
-}
 
 fn package_error(source: crate::executor::package::PackageError) -> RunError {
     RunError::Executor(ExecutorError::Package(source))
@@ -72,12 +33,12 @@ fn package_error(source: crate::executor::package::PackageError) -> RunError {
 /// of the run's work (not only what is left, so a rerun finds the same package) and the
 /// settings.
 fn package(
-    grading: &RayGrading,
+    grading: &RayRun,
     plan: &GradePlan,
     work: &[(SweTask, Prediction)],
 ) -> Result<(Package, String), RunError> {
     let mut package = Package::new();
-    package.add_file(EXE, &grading.exe, true).map_err(package_error)?;
+    package.add_file(WORKER_EXE, &grading.exe, true).map_err(package_error)?;
     let name =
         plan.dataset.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
     let dataset = format!("dataset/{name}");
@@ -96,66 +57,22 @@ fn package(
     Ok((package, dataset))
 }
 
-/// Units of `unit_size` instances, in instance order; a unit's id is the hash of its
-/// instances and their fingerprints.
-fn units(todo: &[((SweTask, Prediction), Fingerprint)], unit_size: usize) -> Vec<Unit> {
-    let mut sorted: Vec<(&str, &Fingerprint)> =
-        todo.iter().map(|((task, _), fingerprint)| (task.instance_id.as_str(), fingerprint)).collect();
-    sorted.sort_by_key(|(id, _)| *id);
-    sorted
-        .chunks(unit_size.max(1))
-        .map(|chunk| {
-            let mut hash = crate::digest::Sha256Pieces::new();
-            for (id, fingerprint) in chunk {
-                hash.framed(id.as_bytes()).framed(serde_json::to_vec(fingerprint).unwrap_or_default());
-            }
-            Unit { id: hash.hex_prefix(6), items: chunk.iter().map(|(id, _)| id.to_string()).collect() }
-        })
-        .collect()
-}
-
 /// Stores what comes back: checked against the fingerprints computed here.
 struct Collect<'k, 'r> {
     kernel: &'k mut Kernel<'r, InstanceResult>,
-    expected: BTreeMap<String, Fingerprint>,
-    stored: BTreeSet<String>,
+    admission: Admission,
     out: PathBuf,
     entrypoint: Vec<String>,
 }
 
 impl UnitWork for Collect<'_, '_> {
     fn entrypoint(&self, items: &[String]) -> String {
-        let mut words = self.entrypoint.clone();
-        for item in items {
-            words.push("--only".into());
-            words.push(item.clone());
-        }
-        // Ray's unpacking drops the mode; `exec` makes the worker the child of Ray's job
-        // supervisor, so it learns of the supervisor's death (its parent-death signal).
-        let command = crate::shell::join(&words).unwrap_or_default();
-        format!("chmod +x {EXE} && exec {command}")
+        worker_entrypoint(&self.entrypoint, items)
     }
 
     fn store(&mut self, frame: serde_json::Value) -> Result<Option<String>, ExecutorError> {
-        let Some(record) = frame.get("record").cloned() else { return Ok(None) };
-        let Ok(record) = serde_json::from_value::<InstanceResult>(record) else {
-            tracing::warn!("a worker sent a record that does not parse; ignored");
-            return Ok(None);
-        };
+        let Some(record) = self.admission.admit_frame::<InstanceResult>(&frame) else { return Ok(None) };
         let id = record.instance_id.clone();
-        if self.stored.contains(&id) {
-            return Ok(None);
-        }
-        let Some(expected) = self.expected.get(&id) else {
-            tracing::debug!("{id}: a record this run does not need (kept from before); ignored");
-            return Ok(None);
-        };
-        if Some(expected) != record.fingerprint.as_ref() {
-            tracing::warn!(
-                "{id}: a worker's record has another fingerprint than the one computed here; ignored"
-            );
-            return Ok(None);
-        }
         let log_dir = self.out.join("logs").join(safe_name(&id));
         let _ = std::fs::create_dir_all(&log_dir);
         if let Some(logs) = frame.get("logs").and_then(|l| l.as_object()) {
@@ -174,7 +91,6 @@ impl UnitWork for Collect<'_, '_> {
         let outcome = record.verdict.as_str().to_owned();
         let resolved = record.resolved;
         self.kernel.finish_item(record, &outcome, resolved).map_err(|e| ExecutorError::Store(Box::new(e)))?;
-        self.stored.insert(id.clone());
         Ok(Some(id))
     }
 }
@@ -182,7 +98,7 @@ impl UnitWork for Collect<'_, '_> {
 /// Grades `todo` on the cluster, storing each record through `kernel`; instances that got
 /// no record are stored as `error` with the executor's reason.
 pub(super) fn grade_on_ray(
-    grading: &RayGrading,
+    grading: &RayRun,
     kernel: &mut Kernel<'_, InstanceResult>,
     todo: Vec<((SweTask, Prediction), Fingerprint)>,
     work: &[(SweTask, Prediction)],
@@ -198,49 +114,33 @@ pub(super) fn grade_on_ray(
     if let Some(template) = &plan.url_template {
         entrypoint.extend(["--url-template".into(), template.clone()]);
     }
-    let units = units(&todo, grading.unit_size);
-    let expected = todo.into_iter().map(|((task, _), fingerprint)| (task.instance_id, fingerprint)).collect();
-    let mut collect =
-        Collect { kernel, expected, stored: BTreeSet::new(), out: plan.out.clone(), entrypoint };
+    let units = units(
+        todo.iter()
+            .map(|((task, _), fingerprint)| (task.instance_id.clone(), fingerprint.to_json()))
+            .collect(),
+        grading.unit_size,
+    );
+    let expected: BTreeMap<String, Fingerprint> =
+        todo.into_iter().map(|((task, _), fingerprint)| (task.instance_id, fingerprint)).collect();
+    let admission = Admission::new(expected.iter().map(|(id, f)| (id.clone(), f.to_json())).collect());
+    let mut collect = Collect { kernel, admission, out: plan.out.clone(), entrypoint };
     let report =
         grading.executor.dispatch(plan.force, &package, units, &mut collect).map_err(RunError::Executor)?;
     for unfinished in &report.unfinished {
-        if collect.stored.contains(&unfinished.key) {
+        if collect.admission.is_stored(&unfinished.key) {
             continue;
         }
         let mut result = error_result(&unfinished.key, unfinished.detail.clone());
         result.reason = Some(unfinished.reason.to_owned());
-        result.fingerprint = collect.expected.get(&unfinished.key).cloned();
+        result.fingerprint = expected.get(&unfinished.key).cloned();
         collect.kernel.finish_item(result, "error", false).map_err(RunError::Report)?;
     }
     Ok(report)
 }
 
-/// A worker's reporter: each finished instance as one frame on standard output, with the
-/// files of its log folder.
-pub struct WorkerFrames {
-    pub out: PathBuf,
-}
-
-impl Reporter<InstanceResult> for WorkerFrames {
-    fn report(&mut self, event: &ResultEvent<InstanceResult>) -> Result<(), ReportError> {
-        let ResultEvent::ItemFinished { record, .. } = event else { return Ok(()) };
-        let mut logs = serde_json::Map::new();
-        if let Ok(entries) = std::fs::read_dir(self.out.join(&record.log_dir)) {
-            for entry in entries.filter_map(Result::ok).filter(|e| e.path().is_file()) {
-                let bytes = std::fs::read(entry.path()).unwrap_or_default();
-                logs.insert(
-                    entry.file_name().to_string_lossy().into_owned(),
-                    base64::engine::general_purpose::STANDARD.encode(bytes).into(),
-                );
-            }
-        }
-        let frame = frame::encode(&serde_json::json!({ "record": record, "logs": logs }));
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{frame}")
-            .and_then(|()| stdout.flush())
-            .map_err(|source| ReportError::Write { path: PathBuf::from("<stdout>"), source })
-    }
+/// A worker's reporter: each finished instance as one frame, with the files of its log folder.
+pub fn worker_frames(out: PathBuf) -> FrameWriter<InstanceResult> {
+    FrameWriter::new(move |record: &InstanceResult| Some(out.join(&record.log_dir)))
 }
 
 #[cfg(test)]
@@ -272,8 +172,7 @@ mod tests {
         let other = FingerprintBuilder::new().id("input", "b").finish();
         let mut collect = Collect {
             kernel: &mut kernel,
-            expected: BTreeMap::from([("a".to_owned(), expected.clone())]),
-            stored: BTreeSet::new(),
+            admission: Admission::new(BTreeMap::from([("a".to_owned(), expected.to_json())])),
             out: out.clone(),
             entrypoint: vec!["./repairbench".into(), "worker".into()],
         };

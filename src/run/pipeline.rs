@@ -41,6 +41,8 @@ pub enum PipelineError {
         #[source]
         source: Box<ModelError>,
     },
+    #[error("model {model} is not the coordinator's: its hash is {found}, the coordinator's {expected}")]
+    OtherModel { model: String, found: String, expected: String },
     #[error("connecting to {model}")]
     Remote {
         model: String,
@@ -165,11 +167,18 @@ pub struct ModelChoice {
     pub remote: crate::model::openai::RemoteSettings,
     /// The local engine's batch: sequences decoded together (results do not depend on it).
     pub batch: usize,
+    /// The model's hash must be this (a cluster worker loading the coordinator's model).
+    pub expected_sha256: Option<String>,
 }
 
 impl Default for ModelChoice {
     fn default() -> Self {
-        Self { source: None, remote: Default::default(), batch: crate::model::batch::DEFAULT_BATCH }
+        Self {
+            source: None,
+            remote: Default::default(),
+            batch: crate::model::batch::DEFAULT_BATCH,
+            expected_sha256: None,
+        }
     }
 }
 
@@ -179,50 +188,72 @@ impl ModelChoice {
     }
 }
 
-/// Loads the chosen model.
+/// Loads the chosen model (and checks its hash when `choice` expects one).
 pub fn load_model(choice: &ModelChoice) -> Result<Box<dyn LanguageModel>, PipelineError> {
     let model = choice.source.as_deref().unwrap_or(crate::model::DEFAULT_MODEL);
-    if let Some(base) = model.strip_prefix("openai:") {
+    let loaded: Box<dyn LanguageModel> = if let Some(base) = model.strip_prefix("openai:") {
         let served = crate::model::openai::OpenAiModel::connect(base, choice.remote.clone())
             .map_err(|source| PipelineError::Remote { model: model.into(), source: Box::new(source) })?;
-        return Ok(Box::new(served));
+        Box::new(served)
+    } else {
+        let mut engine = Engine::load(model)
+            .map_err(|source| PipelineError::Model { model: model.into(), source: Box::new(source) })?;
+        engine.set_max_batch(choice.batch);
+        Box::new(engine)
+    };
+    match &choice.expected_sha256 {
+        Some(expected) if *expected != loaded.info().sha256 => Err(PipelineError::OtherModel {
+            model: model.into(),
+            found: loaded.info().sha256.clone(),
+            expected: expected.clone(),
+        }),
+        _ => Ok(loaded),
     }
-    let mut engine = Engine::load(model)
-        .map_err(|source| PipelineError::Model { model: model.into(), source: Box::new(source) })?;
-    engine.set_max_batch(choice.batch);
-    Ok(Box::new(engine))
 }
 
 /// `swe grade`: grades every prediction of `plan` in the sandbox (`plan.settings.image`
 /// empty: the default image), here or on the cluster `executor` names.
 pub fn grade(mut plan: GradePlan, executor: &Executor) -> Result<GradeReport, PipelineError> {
+    let cluster = connect_cluster(executor, &plan.out)?;
     let session = Session::start(grade_env_lifetime(&plan.settings))?;
     let requested = Some(plan.settings.image.clone());
     (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
-    grade_on(&session, &plan, executor)
+    grade_on(&session, &plan, cluster)
 }
 
-/// Grades `plan` here or on the cluster `executor` names.
-fn grade_on(session: &Session, plan: &GradePlan, executor: &Executor) -> Result<GradeReport, PipelineError> {
-    match &executor.spec {
-        ExecutorSpec::Local => grade_in(session, plan),
-        ExecutorSpec::Ray(url) => {
-            let settings = RaySettings {
-                url: url.clone(),
-                max_inflight: executor.max_inflight,
-                retries: executor.retries,
-                poll: Duration::from_millis(250),
-            };
-            let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
-            let ray = RayExecutor::new(settings, token, repair::remote::run_id(&plan.out))?;
-            // On a signal, the jobs in flight are stopped before the process exits.
-            let (in_flight, client) = (ray.in_flight.clone(), ray.client.clone());
-            interrupt::on_stop(move || in_flight.stop_all(&client, Duration::from_secs(10)));
-            let exe = std::env::current_exe()
-                .map_err(|source| PipelineError::Io { path: "<this executable>".into(), source })?;
-            let grading = repair::remote::RayGrading { executor: ray, unit_size: executor.unit_size, exe };
-            run_grade(session, plan, repair::Grader::Ray(Box::new(grading)))
-        }
+/// The cluster `executor` names, reached and its token taken (`None`: run here). Called
+/// first, so that a wrong address fails before any image is built or model loaded.
+pub(super) fn connect_cluster(
+    executor: &Executor,
+    out: &Path,
+) -> Result<Option<crate::executor::RayRun>, PipelineError> {
+    let ExecutorSpec::Ray(url) = &executor.spec else { return Ok(None) };
+    let settings = RaySettings {
+        url: url.clone(),
+        max_inflight: executor.max_inflight,
+        retries: executor.retries,
+        poll: Duration::from_millis(250),
+    };
+    let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
+    let ray = RayExecutor::new(settings, token, crate::executor::run_id(out))?;
+    ray.total_slots()?;
+    // On a signal, the jobs in flight are stopped before the process exits.
+    let (in_flight, client) = (ray.in_flight.clone(), ray.client.clone());
+    interrupt::on_stop(move || in_flight.stop_all(&client, Duration::from_secs(10)));
+    let exe = std::env::current_exe()
+        .map_err(|source| PipelineError::Io { path: "<this executable>".into(), source })?;
+    Ok(Some(crate::executor::RayRun { executor: ray, unit_size: executor.unit_size, exe }))
+}
+
+/// Grades `plan` here or on `cluster`.
+fn grade_on(
+    session: &Session,
+    plan: &GradePlan,
+    cluster: Option<crate::executor::RayRun>,
+) -> Result<GradeReport, PipelineError> {
+    match cluster {
+        None => grade_in(session, plan),
+        Some(cluster) => run_grade(session, plan, repair::Grader::Ray(Box::new(cluster))),
     }
 }
 
@@ -287,7 +318,7 @@ pub fn grade_worker(mut plan: GradePlan, only: &[String]) -> Result<(), Pipeline
     plan.settings.workers = 1;
     plan.force = true;
     let sandbox = Arc::new(session.sandbox.clone());
-    let mut frames = repair::remote::WorkerFrames { out: plan.out.clone() };
+    let mut frames = repair::remote::worker_frames(plan.out.clone());
     let graded = repair::grade(repair::Grader::Local(sandbox), &plan, &mut frames as &mut dyn Reporter<_>);
     session.runtime.block_on(interrupt::until_stopped(graded))?;
     Ok(())
@@ -381,6 +412,7 @@ pub struct SweRunPlan {
 /// `swe run`. The sandbox and the image are checked before the model spends any time.
 pub fn swe_run(mut plan: SweRunPlan) -> Result<GradeReport, PipelineError> {
     create_dir(&plan.grade.out)?;
+    let cluster = connect_cluster(&plan.executor, &plan.grade.out)?;
     let session = Session::start(grade_env_lifetime(&plan.grade.settings))?;
     let requested = Some(plan.grade.settings.image.clone());
     (plan.grade.settings.image, plan.grade.settings.image_id) = session.image(requested.as_deref())?;
@@ -397,7 +429,7 @@ pub fn swe_run(mut plan: SweRunPlan) -> Result<GradeReport, PipelineError> {
             "sampling": plan.infer.sampling,
         }),
     );
-    grade_on(&session, &plan.grade, &plan.executor)
+    grade_on(&session, &plan.grade, cluster)
 }
 
 fn to_json(value: &impl serde::Serialize) -> serde_json::Value {
@@ -411,6 +443,8 @@ pub struct EvalPlan {
     pub model: ModelChoice,
     /// Code suites: programs run side by side inside a container.
     pub workers: usize,
+    /// Where the items are computed.
+    pub executor: Executor,
 }
 
 /// Code-suite programs side by side when neither a flag nor the environment says.
@@ -427,8 +461,41 @@ fn code_runner(
     Ok(suites::sandbox_runner(session.sandbox.clone(), image, session.runtime.handle().clone(), workers))
 }
 
-/// `eval`.
+/// `eval`, here or on the cluster `plan.executor` names (then the model is loaded here only
+/// for its identity, and a code suite's image built here only for its tag).
 pub fn eval(plan: EvalPlan) -> Result<EvalSummary, PipelineError> {
+    let cluster = connect_cluster(&plan.executor, &plan.options.out)?;
+    interrupt::note(format!(
+        "finished items are in {}; rerun the same command to resume",
+        plan.options.out.join("samples.jsonl").display()
+    ));
+    let cluster = cluster.map(|ray| suites::ClusterEval { ray, args: eval_worker_args(&plan) });
+    eval_with(&plan, &mut ConsoleProgress::new(), cluster.as_ref())
+}
+
+/// The flags a cluster worker needs to evaluate as `plan` does (the files travel apart).
+fn eval_worker_args(plan: &EvalPlan) -> Vec<String> {
+    let options = &plan.options;
+    let seeds: Vec<String> = options.seeds.iter().map(u64::to_string).collect();
+    let mut args = vec!["--seeds".into(), seeds.join(","), "--batch".into(), options.code_batch.to_string()];
+    args.extend(["--workers".into(), plan.workers.to_string()]);
+    args.extend(["--decode-batch".into(), plan.model.batch.to_string()]);
+    args.extend(["--concurrency".into(), plan.model.remote.concurrency.to_string()]);
+    args.extend(["--request-timeout".into(), plan.model.remote.timeout.as_secs().max(1).to_string()]);
+    if let Some(shots) = options.shots {
+        args.extend(["--shots".into(), shots.to_string()]);
+    }
+    if options.canonical {
+        args.push("--canonical".into());
+    }
+    args
+}
+
+fn eval_with(
+    plan: &EvalPlan,
+    reporter: &mut dyn Reporter<suites::SampleRecord>,
+    cluster: Option<&suites::ClusterEval>,
+) -> Result<EvalSummary, PipelineError> {
     let needs_model = plan.options.samples.is_none() && !plan.options.canonical;
     // The sandbox first: a missing engine fails before the model loads.
     let session = match plan.suite.kind() {
@@ -437,16 +504,23 @@ pub fn eval(plan: EvalPlan) -> Result<EvalSummary, PipelineError> {
     };
     let runner = session.as_ref().map(|s| code_runner(s, plan.workers)).transpose()?;
     let mut model = if needs_model { Some(load_model(&plan.model)?) } else { None };
-    interrupt::note(format!(
-        "finished items are in {}; rerun the same command to resume",
-        plan.options.out.join("samples.jsonl").display()
-    ));
-    Ok(suites::evaluate(
+    Ok(suites::evaluate_with(
         &plan.suite,
         &plan.options,
         model.as_mut().map(|m| m.as_mut() as &mut dyn LanguageModel),
         runner.as_ref().map(|r| r as &dyn suites::CodeRunner),
+        reporter,
+        cluster,
     )?)
+}
+
+/// `worker eval`: one unit of a cluster run (`plan.options.only`), on this node, computed
+/// again whatever its folder holds; each record goes to standard output as a frame.
+pub fn eval_worker(mut plan: EvalPlan) -> Result<(), PipelineError> {
+    die_with_parent();
+    plan.options.force = true;
+    let mut frames = crate::executor::frame::FrameWriter::new(|_: &suites::SampleRecord| None);
+    eval_with(&plan, &mut frames, None).map(drop)
 }
 
 /// What `repairbench run` produced.

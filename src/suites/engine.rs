@@ -2,7 +2,7 @@
 //! made elsewhere), grades, and appends one [`SampleRecord`] per item to `samples.jsonl` as
 //! soon as it is done. A rerun with the same configuration skips what the file already holds.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,7 @@ use super::items::{Run, GENERATE_CHUNK};
 use super::metrics::{aggregate_run, Aggregate, MetricResult};
 use super::prompt::{make_docs, render_with, Doc};
 use super::record::SampleRecord;
+use super::remote::ClusterEval;
 use super::reports::{count_outcomes, outcome_label};
 use super::source::DataSource;
 use super::SuiteError;
@@ -47,6 +48,8 @@ pub struct EvalOptions {
     pub canonical: bool,
     /// Compute every item again instead of resuming from `samples.jsonl`.
     pub force: bool,
+    /// Only the items with these keys (`SEED:DOC_ID`): a cluster worker's unit.
+    pub only: Option<BTreeSet<String>>,
 }
 
 impl EvalOptions {
@@ -61,6 +64,7 @@ impl EvalOptions {
             code_batch: 16,
             canonical: false,
             force: false,
+            only: None,
         }
     }
 }
@@ -132,16 +136,19 @@ pub fn evaluate(
     model: Option<&mut dyn LanguageModel>,
     runner: Option<&dyn CodeRunner>,
 ) -> Result<EvalSummary, SuiteError> {
-    evaluate_with(suite, opts, model, runner, &mut ConsoleProgress::new())
+    evaluate_with(suite, opts, model, runner, &mut ConsoleProgress::new(), None)
 }
 
-/// [`evaluate`], reporting each finished item to `reporter` after it is stored.
+/// [`evaluate`], reporting each finished item to `reporter` after it is stored, with the items
+/// left to compute sent to `cluster` when one is given (`model` and `runner` then give only
+/// what the fingerprints name: the model's hash, the sandbox image).
 pub fn evaluate_with(
     suite: &Suite,
     opts: &EvalOptions,
     model: Option<&mut dyn LanguageModel>,
     runner: Option<&dyn CodeRunner>,
     reporter: &mut dyn Reporter<SampleRecord>,
+    cluster: Option<&ClusterEval>,
 ) -> Result<EvalSummary, SuiteError> {
     let kind = suite.kind();
     let (test_path, fewshot_path) = data_files(suite, opts)?;
@@ -258,15 +265,33 @@ pub fn evaluate_with(
     let mut kernel =
         Kernel::open(&format!("eval {}", suite.def.name), &samples_path, opts.force, &mut subscribers)
             .map_err(SuiteError::Report)?;
-    let items: Vec<(u64, Doc)> =
+    let mut items: Vec<(u64, Doc)> =
         seeds.iter().flat_map(|&seed| docs.iter().map(move |d| (seed, d.clone()))).collect();
+    if let Some(only) = &opts.only {
+        items.retain(|(seed, doc)| only.contains(&SampleRecord::key_of(*seed, &doc.id)));
+    }
     let todo = kernel
         .plan(items, |(seed, doc)| (SampleRecord::key_of(*seed, &doc.id), item_fingerprint(doc)))
         .map_err(SuiteError::Report)?;
     let resumed = kernel.resume_summary().reused;
     let recomputed = kernel.resume_summary().recomputed_again();
-    let mut run = Run { suite, pool, shots, model, runner, completions };
+    let mut executor = None;
     let mut computed = 0usize;
+    if let Some(cluster) = cluster {
+        let inputs = super::remote::Inputs {
+            suite,
+            test: &test_path,
+            fewshot: fewshot_path.as_deref(),
+            samples: opts.samples.as_deref(),
+            model: model_info.as_ref().filter(|_| completions.is_none()),
+            force: opts.force,
+        };
+        let (report, stored) = super::remote::evaluate_on_ray(cluster, &mut kernel, &todo, &inputs)?;
+        computed = stored;
+        executor = Some(cluster.ray.manifest_entry(&report));
+    }
+    let todo = if cluster.is_some() { Vec::new() } else { todo };
+    let mut run = Run { suite, pool, shots, model, runner, completions };
     // Each record is stored as soon as it exists, so a crash keeps it.
     let mut keep =
         |kernel: &mut Kernel<'_, SampleRecord>, mut record: SampleRecord, fingerprint: &Fingerprint| {
@@ -338,6 +363,10 @@ pub fn evaluate_with(
         "resumed": resumed,
         "files": {"results": "results.json", "samples": "samples.jsonl"},
     });
+    let mut manifest = manifest;
+    if let Some(executor) = executor {
+        manifest["executor"] = executor;
+    }
     write_json(&opts.out.join("manifest.json"), &manifest)?;
     Ok(summary)
 }

@@ -17,6 +17,7 @@ mod items;
 pub mod metrics;
 pub mod prompt;
 pub mod record;
+pub mod remote;
 pub mod reports;
 pub mod source;
 pub mod template;
@@ -31,6 +32,7 @@ pub use def::SuiteKind;
 pub use engine::{evaluate, evaluate_with, humaneval_slice, EvalOptions, EvalSummary};
 pub use metrics::MetricResult;
 pub use record::SampleRecord;
+pub use remote::ClusterEval;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
@@ -64,6 +66,12 @@ pub enum SuiteError {
     Execution { op: &'static str, message: String },
     #[error("writing results")]
     Report(#[source] crate::report::ReportError),
+    #[error("on the cluster")]
+    Executor(#[source] crate::executor::ExecutorError),
+    #[error("{what}")]
+    Remote { what: String },
+    #[error("{count} items got no record from the cluster (first: {first}); the records that came back are kept: rerun to send the rest")]
+    Unfinished { count: usize, first: String },
 }
 
 /// The shipped suite files, inside the binary, so an installed binary needs no source tree.

@@ -1,0 +1,179 @@
+//! Evaluating on a Ray cluster. The coordinator (here) plans the run against `samples.jsonl`
+//! and sends only the items left, in units, with one package holding its own executable, the
+//! suite file, the data and the completions; the model is named by its source and hash. A worker (`repairbench worker
+//! eval`) evaluates its unit with the ordinary engine and prints one frame per record; a
+//! record is stored only with the fingerprint computed here, so a worker on other inputs,
+//! another model or other code earns nothing.
+
+use std::path::{Component, Path};
+
+use crate::executor::package::Package;
+use crate::executor::{
+    units, worker_entrypoint, Admission, DispatchReport, ExecutorError, RayRun, UnitWork, WORKER_EXE,
+};
+use crate::kernel::fingerprint::Fingerprint;
+use crate::kernel::store::StoredRecord;
+use crate::kernel::Kernel;
+use crate::model::ModelInfo;
+
+use super::config::Suite;
+use super::prompt::Doc;
+use super::record::SampleRecord;
+use super::reports::outcome_label;
+use super::SuiteError;
+
+/// A run's cluster side, from the caller that knows the model and the sandbox.
+pub struct ClusterEval {
+    pub ray: RayRun,
+    /// The worker's flags besides the files the package carries: the run's options (`--seeds`,
+    /// `--shots`, `--batch`...) and how to drive the model (`--decode-batch`...).
+    pub args: Vec<String>,
+}
+
+/// The files a worker needs, as the coordinator resolved them.
+pub(super) struct Inputs<'a> {
+    pub suite: &'a Suite,
+    pub test: &'a Path,
+    pub fewshot: Option<&'a Path>,
+    pub samples: Option<&'a Path>,
+    pub model: Option<&'a ModelInfo>,
+    /// Records of an earlier coordinator's jobs are not collected: everything is computed again.
+    pub force: bool,
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned())
+}
+
+/// A path inside the package from a suite file's relative path: plain names only, so a suite
+/// cannot place a file outside the folder it names.
+fn relative_inside(field: &str, path: &str) -> Result<String, SuiteError> {
+    let parts: Vec<&str> = Path::new(path)
+        .components()
+        .map(|c| match c {
+            Component::Normal(part) => part.to_str().ok_or(()),
+            _ => Err(()),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|()| SuiteError::Remote {
+            what: format!("{field} `{path}` must be a relative path of plain names to travel to a worker"),
+        })?;
+    Ok(parts.join("/"))
+}
+
+/// The package and the worker's command (before `--only`).
+fn package(cluster: &ClusterEval, inputs: &Inputs) -> Result<(Package, Vec<String>), SuiteError> {
+    let packaging = |e| SuiteError::Executor(ExecutorError::Package(e));
+    let mut package = Package::new();
+    package.add_file(WORKER_EXE, &cluster.ray.exe, true).map_err(packaging)?;
+    package.add_bytes("suite.toml", inputs.suite.text.clone().into_bytes());
+    let test = format!("data/{}", file_name(inputs.test));
+    package.add_file(&test, inputs.test, false).map_err(packaging)?;
+    if let Some(fewshot) = inputs.fewshot {
+        // The worker finds the few-shot file where the engine looks beside a test file.
+        let declared = inputs.suite.def.data.fewshot.as_deref().unwrap_or_default();
+        let name = format!("data/{}", relative_inside("data.fewshot", declared)?);
+        if name == test {
+            return Err(SuiteError::Remote {
+                what: format!("data.fewshot `{declared}` has the test file's name"),
+            });
+        }
+        package.add_file(&name, fewshot, false).map_err(packaging)?;
+    }
+    let mut args: Vec<String> = ["./repairbench", "worker", "eval", "--suite", "suite.toml", "--data", &test]
+        .map(String::from)
+        .into();
+    if let Some(samples) = inputs.samples {
+        let name = format!("samples/{}", file_name(samples));
+        package.add_file(&name, samples, false).map_err(packaging)?;
+        args.extend(["--samples".into(), name]);
+    }
+    if let Some(model) = inputs.model {
+        // The model does not travel (a package holds 100 MiB at most): workers load it from the
+        // same source (a pip: or hf: source into their own cache, a path on shared storage, the
+        // same server) and stop unless it is the coordinator's.
+        let source = match model.source.split_once(':') {
+            Some((scheme, _)) if ["pip", "hf", "openai"].contains(&scheme) => model.source.clone(),
+            _ => std::path::absolute(&model.source)
+                .unwrap_or_else(|_| model.path.clone())
+                .to_string_lossy()
+                .into_owned(),
+        };
+        args.extend(["--model".into(), source, "--model-sha256".into(), model.sha256.clone()]);
+        if let (Some(_), Some(served)) = (&model.served, &model.name) {
+            // The model the coordinator chose on that server.
+            args.extend(["--served-model".into(), served.clone()]);
+        }
+    }
+    args.extend(cluster.args.iter().cloned());
+    Ok((package, args))
+}
+
+/// Stores what comes back through the kernel, checked against the fingerprints computed here.
+struct Collect<'k, 'r> {
+    kernel: &'k mut Kernel<'r, SampleRecord>,
+    admission: Admission,
+    args: Vec<String>,
+    stored: usize,
+}
+
+impl UnitWork for Collect<'_, '_> {
+    fn entrypoint(&self, items: &[String]) -> String {
+        worker_entrypoint(&self.args, items)
+    }
+
+    fn store(&mut self, frame: serde_json::Value) -> Result<Option<String>, ExecutorError> {
+        let Some(record) = self.admission.admit_frame::<SampleRecord>(&frame) else { return Ok(None) };
+        let key = record.key();
+        let (outcome, success) = outcome_label(&record);
+        self.kernel.finish_item(record, &outcome, success).map_err(|e| ExecutorError::Store(Box::new(e)))?;
+        self.stored += 1;
+        Ok(Some(key))
+    }
+}
+
+/// Evaluates `todo` on the cluster, storing each record through `kernel` as it comes. Returns
+/// the dispatch and the records stored; items left without a record are an error (what came
+/// back stays stored, and a rerun sends only the rest).
+pub(super) fn evaluate_on_ray(
+    cluster: &ClusterEval,
+    kernel: &mut Kernel<'_, SampleRecord>,
+    todo: &[((u64, Doc), Fingerprint)],
+    inputs: &Inputs,
+) -> Result<(DispatchReport, usize), SuiteError> {
+    let (package, args) = package(cluster, inputs)?;
+    let items: Vec<(String, serde_json::Value)> = todo
+        .iter()
+        .map(|((seed, doc), fingerprint)| (SampleRecord::key_of(*seed, &doc.id), fingerprint.to_json()))
+        .collect();
+    let admission = Admission::new(items.iter().cloned().collect());
+    let mut collect = Collect { kernel, admission, args, stored: 0 };
+    let report = cluster
+        .ray
+        .executor
+        .dispatch(inputs.force, &package, units(items, cluster.ray.unit_size), &mut collect)
+        .map_err(SuiteError::Executor)?;
+    let missing: Vec<_> = report.unfinished.iter().filter(|u| !collect.admission.is_stored(&u.key)).collect();
+    if let Some(first) = missing.first() {
+        return Err(SuiteError::Unfinished {
+            count: missing.len(),
+            first: format!("{}: {} ({})", first.key, first.reason, first.detail),
+        });
+    }
+    Ok((report, collect.stored))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_relative_names_travel() {
+        assert_eq!(relative_inside("f", "dev.jsonl").unwrap(), "dev.jsonl");
+        assert_eq!(relative_inside("f", "mmlu/dev.jsonl").unwrap(), "mmlu/dev.jsonl");
+        for bad in ["../dev.jsonl", "/etc/passwd", "a/../../b", "./x/../.."] {
+            let err = relative_inside("data.fewshot", bad).unwrap_err().to_string();
+            assert!(err.contains("data.fewshot") && err.contains(bad), "{bad}: {err}");
+        }
+    }
+}
