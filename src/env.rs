@@ -14,7 +14,8 @@ pub const HF_ENDPOINT: &str = "HF_ENDPOINT";
 pub const HF_TOKEN: &str = "HF_TOKEN";
 /// GitLab token for `tasks harvest --gitlab` (the default of `--token-env`).
 pub const GITLAB_TOKEN: &str = "GITLAB_TOKEN";
-/// API key for `openai:` models (the default of `--api-key-env`).
+/// API key for `openai:` models (the default of `--api-key-env`; cluster workers read it from
+/// their own environment).
 pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 /// Token of a Ray cluster started with `RAY_AUTH_MODE=token`, sent as a bearer token on every
 /// request to its jobs API (`--executor ray:URL`, `executor check`).

@@ -1,6 +1,6 @@
 //! The Ray executor against a real cluster (a head and two worker nodes, started here): the
-//! bundled issues graded on it, and suites evaluated on it, agree with the local run record
-//! for record; a rerun submits nothing; a node killed mid-unit costs one resubmission and leaves nothing behind; an
+//! bundled issues graded on it, suites evaluated on it and predictions generated on it with a
+//! served model agree with the local run record for record; a rerun submits nothing; a node killed mid-unit costs one resubmission and leaves nothing behind; an
 //! interrupted or killed coordinator loses nothing and duplicates nothing; and the errors say
 //! what is wrong. One cluster serves the steps in order, and is stopped by pid at the end.
 
@@ -45,6 +45,50 @@ fn samples(out: &Path) -> BTreeMap<String, serde_json::Value> {
             (format!("{}:{}", record["seed"], record["doc_id"].as_str().unwrap()), record)
         })
         .collect()
+}
+
+/// Each prediction line's patch, full output and fingerprint by instance.
+fn predictions(file: &Path) -> BTreeMap<String, serde_json::Value> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let p: serde_json::Value = serde_json::from_str(line).unwrap();
+            let id = p["instance_id"].as_str().unwrap().to_owned();
+            (
+                id,
+                serde_json::json!([
+                    p["model_patch"],
+                    p["full_output"],
+                    p["fingerprint"],
+                    p["generation_error"]
+                ]),
+            )
+        })
+        .collect()
+}
+
+/// `repairbench serve` of the default model, on a free port of 127.0.0.1.
+struct Server {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Server {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let mut child = repairbench().args(["serve", "--port", "0"]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line}")).to_owned();
+        Server { child, base }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn metrics(results: &[u8]) -> serde_json::Value {
@@ -300,9 +344,38 @@ fn grading_on_a_real_ray_cluster() {
         assert_eq!(samples(&there).len(), local_samples.len());
     }
 
+    // 4. Inference on the cluster with a served model: the workers call the same server and
+    // write the same predictions.
+    let server = Server::start();
+    let infer = |executor: &str, out: &Path| {
+        let mut command = repairbench();
+        command.args(["swe", "infer", "--dataset"]).arg(&issues).arg("--out").arg(out);
+        command.args(["--model", &format!("openai:{}", server.base), "--max-tokens", "12"]);
+        command.args(["--max-files", "1", "--max-file-chars", "1500", "--executor", executor]);
+        command.args(["--unit-size", "4"]).env("RAY_AUTH_TOKEN", TOKEN);
+        run(command)
+    };
+    let (here, there) = (root.join("infer-local.jsonl"), root.join("infer-ray.jsonl"));
+    let out = infer("local", &here);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = Instant::now();
+    let out = infer(&ray, &there);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    eprintln!("inference on ray: {:.1}s", t.elapsed().as_secs_f64());
+    let (local_predictions, ray_predictions) = (predictions(&here), predictions(&there));
+    assert_eq!(local_predictions.len(), 11);
+    assert_eq!(ray_predictions, local_predictions, "predictions differ");
+    let prefix = first_run_id(&there);
+    let submitted = || jobs(&cluster).iter().filter(|(id, _, _)| id.starts_with(&prefix)).count();
+    assert_eq!(submitted(), 3);
+    let out = infer(&ray, &there);
+    assert!(text(&out).contains("wrote 0 predictions") && text(&out).contains("11 kept"), "{}", text(&out));
+    assert_eq!(submitted(), 3, "the rerun submitted jobs");
+    drop(server);
+
     let slow = slow_tasks(root, 4);
 
-    // 4. A worker node killed in the middle of a unit.
+    // 5. A worker node killed in the middle of a unit.
     let lost = root.join("lost");
     let child = grade(&ray, &slow, &lost, &[], Some(TOKEN))
         .stdout(Stdio::null())
@@ -336,7 +409,7 @@ fn grading_on_a_real_ray_cluster() {
     cluster.start_worker(victim);
     cluster.wait_for_slots(2.0);
 
-    // 5. SIGINT stops every job within 10 s and leaves no container; a rerun resumes.
+    // 6. SIGINT stops every job within 10 s and leaves no container; a rerun resumes.
     let interrupted = root.join("interrupted");
     let child = grade(&ray, &slow, &interrupted, &[], Some(TOKEN))
         .stdout(Stdio::null())
@@ -367,7 +440,7 @@ fn grading_on_a_real_ray_cluster() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(results(&interrupted).0.len(), 4);
 
-    // 6. After a kill -9 of the coordinator, a rerun collects what finished and submits the
+    // 7. After a kill -9 of the coordinator, a rerun collects what finished and submits the
     // rest. The coordinator is held (SIGSTOP) while its first units finish, so their records
     // are on the cluster only.
     let killed_run = root.join("killed");
@@ -402,12 +475,10 @@ fn grading_on_a_real_ray_cluster() {
     assert_eq!(before + collected, 2, "the finished units were not collected: {executor}");
     assert_eq!(executor["jobs_submitted"], 2, "{executor}");
 
-    // 7. A worker that fails on its own (no Docker engine on its node) is not retried. The
-    // broken node joins with one slot, and jobs that only sleep hold the two good nodes' slots,
-    // so the unit can only go to it. (Ray's job system does not survive losing every worker
-    // node at once, so the good nodes stay.)
-    cluster.start_worker_with("127.0.0.5", &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")]);
-    cluster.wait_for_slots(3.0);
+    // 8. A worker that fails on its own (no Docker engine on its node) is not retried. Jobs
+    // that only sleep take the two good nodes' slots first, then the broken node joins with one
+    // slot, so the unit can only go to it. (Ray's job system does not survive losing every
+    // worker node at once, so the good nodes stay.)
     let blockers: Vec<String> = (0..2).map(|n| format!("blocker-{}-{n}", std::process::id())).collect();
     for id in &blockers {
         ray_call(
@@ -421,6 +492,8 @@ fn grading_on_a_real_ray_cluster() {
     wait_until("the good nodes' slots taken", Duration::from_secs(60), || {
         blockers.iter().all(|id| ray_call(&cluster, &format!("/api/jobs/{id}"), None)["status"] == "RUNNING")
     });
+    cluster.start_worker_with("127.0.0.5", &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")]);
+    cluster.wait_for_slots(3.0);
     let broken = root.join("broken");
     let out = run(grade(&ray, &slow, &broken, &["--unit-size", "4"], Some(TOKEN)));
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));

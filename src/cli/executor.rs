@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use repairbench::executor::{self, ExecutorSpec};
+use repairbench::repair::infer::InferPlan;
+use repairbench::repair::remote::InferSettings;
 use repairbench::repair::{GradePlan, GradeSettings};
 use repairbench::run::pipeline;
 use repairbench::tasks::PredictionSource;
@@ -100,6 +102,36 @@ pub enum WorkerCommand {
     Grade(WorkerGradeArgs),
     /// Evaluate one unit of a suite run on a cluster.
     Eval(WorkerEvalArgs),
+    /// Generate the predictions of one unit of an inference run on a cluster.
+    Infer(WorkerInferArgs),
+}
+
+/// The dataset in the package, and where repositories are found, as on the coordinator.
+#[derive(Debug, Args)]
+pub struct WorkerDatasetArgs {
+    #[arg(long)]
+    dataset: PathBuf,
+    #[arg(long)]
+    repos: Option<PathBuf>,
+    #[arg(long)]
+    url_template: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerInferArgs {
+    #[command(flatten)]
+    data: WorkerDatasetArgs,
+    /// The coordinator's inference settings (JSON).
+    #[arg(long)]
+    settings: PathBuf,
+    #[command(flatten)]
+    model: super::ModelArgs,
+    /// The coordinator's model hash: a worker whose model differs stops before any item.
+    #[arg(long)]
+    model_sha256: String,
+    /// An instance of the unit (repeated).
+    #[arg(long)]
+    only: Vec<String>,
 }
 
 /// Items per cluster job: one repair instance (minutes each), 64 suite items (seconds each).
@@ -138,17 +170,13 @@ pub struct WorkerEvalArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkerGradeArgs {
-    #[arg(long)]
-    dataset: PathBuf,
+    #[command(flatten)]
+    data: WorkerDatasetArgs,
     #[arg(long)]
     predictions: PathBuf,
     /// The coordinator's grading settings (JSON).
     #[arg(long)]
     settings: PathBuf,
-    #[arg(long)]
-    repos: Option<PathBuf>,
-    #[arg(long)]
-    url_template: Option<String>,
     /// An instance of the unit (repeated).
     #[arg(long)]
     only: Vec<String>,
@@ -158,17 +186,15 @@ pub fn run_worker(cmd: WorkerCommand) -> anyhow::Result<u8> {
     let args = match cmd {
         WorkerCommand::Grade(args) => args,
         WorkerCommand::Eval(args) => return run_eval_worker(args),
+        WorkerCommand::Infer(args) => return run_infer_worker(args),
     };
-    let text = std::fs::read_to_string(&args.settings)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", args.settings.display()))?;
-    let settings: GradeSettings = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: not grading settings: {e}", args.settings.display()))?;
+    let settings: GradeSettings = read_settings(&args.settings, "grading settings")?;
     let out = std::env::temp_dir().join(format!("repairbench-worker-{}", std::process::id()));
     let plan = GradePlan {
-        dataset: args.dataset,
+        dataset: args.data.dataset,
         predictions: PredictionSource::File(args.predictions),
-        repos: args.repos,
-        url_template: args.url_template,
+        repos: args.data.repos,
+        url_template: args.data.url_template,
         cache_dir: repairbench::env::cache_dir(),
         out: out.clone(),
         settings,
@@ -202,5 +228,34 @@ fn run_eval_worker(args: WorkerEvalArgs) -> anyhow::Result<u8> {
     let evaluated = pipeline::eval_worker(plan);
     let _ = std::fs::remove_dir_all(&out);
     evaluated?;
+    Ok(super::EXIT_OK)
+}
+
+/// A settings file the coordinator put in the package.
+fn read_settings<T: serde::de::DeserializeOwned>(path: &std::path::Path, what: &str) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: not {what}: {e}", path.display()))
+}
+
+fn run_infer_worker(args: WorkerInferArgs) -> anyhow::Result<u8> {
+    let settings: InferSettings = read_settings(&args.settings, "inference settings")?;
+    let out = std::env::temp_dir().join(format!("repairbench-worker-{}", std::process::id()));
+    let plan = InferPlan {
+        dataset: args.data.dataset,
+        repos: args.data.repos,
+        url_template: args.data.url_template,
+        cache_dir: repairbench::env::cache_dir(),
+        out: out.join("predictions.jsonl"),
+        prompt: settings.prompt,
+        max_tokens: settings.max_tokens,
+        sampling: settings.sampling,
+        force: true,
+        only: Some(args.only.into_iter().collect()),
+    };
+    let model = pipeline::ModelChoice { expected_sha256: Some(args.model_sha256), ..args.model.choice() };
+    let inferred = pipeline::infer_worker(plan, &model);
+    let _ = std::fs::remove_dir_all(&out);
+    inferred?;
     Ok(super::EXIT_OK)
 }

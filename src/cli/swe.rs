@@ -126,6 +126,8 @@ pub struct InferArgs {
     /// sampling, token limit, prompt and code are unchanged).
     #[arg(long)]
     out: PathBuf,
+    #[command(flatten)]
+    executor: super::executor::ExecutorArgs,
 }
 
 #[derive(Debug, Args)]
@@ -154,8 +156,11 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         }
         SweCommand::Infer(args) => {
             let plan = infer_plan(&args.data, &args.model, &args.out);
-            let mut model = pipeline::load_model(&args.model.model.choice())?;
-            let summary = pipeline::infer(model.as_mut(), &plan)?;
+            let executor = args.executor.resolve(super::executor::SWE_UNIT)?;
+            let choice = args.model.model.choice();
+            let mut model = pipeline::load_model(&choice)?;
+            let summary =
+                pipeline::infer_on(model.as_mut(), &plan, &executor, &pipeline::model_worker_flags(&choice))?;
             println!(
                 "wrote {} predictions to {} ({} kept from before, {} empty patches)",
                 summary.written,
@@ -260,6 +265,7 @@ fn infer_plan(data: &DatasetArgs, options: &ModelOptions, out: &std::path::Path)
         max_tokens: options.max_tokens,
         sampling,
         force: data.force,
+        only: None,
     }
 }
 

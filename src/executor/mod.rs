@@ -5,12 +5,16 @@
 //! record yet; a worker that failed on its own is not. A Kubernetes executor would be the same
 //! loop with a pod per unit and the pod's log as the channel.
 
+mod check;
 pub mod frame;
 pub mod package;
 pub mod ray;
+mod run;
+
+pub use check::{check, glibc_version, NodeCheck};
+pub use run::{model_flags, run_id, units, worker_entrypoint, Admission, RayRun, Unit, WORKER_EXE};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,142 +64,6 @@ pub enum ExecutorError {
     NoSlots,
     #[error("storing a record that came back")]
     Store(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// Which records that come back a run takes: one per item, and only with the fingerprint
-/// the coordinator computed for it, so a worker on other inputs or other code earns nothing.
-#[derive(Debug, Default)]
-pub struct Admission {
-    expected: BTreeMap<String, serde_json::Value>,
-    stored: BTreeSet<String>,
-}
-
-impl Admission {
-    /// `expected`: each item's key and fingerprint (as JSON).
-    pub fn new(expected: BTreeMap<String, serde_json::Value>) -> Self {
-        Self { expected, stored: BTreeSet::new() }
-    }
-
-    /// Whether the record for `key` with `fingerprint` is taken (then it counts as stored).
-    pub fn admit(&mut self, key: &str, fingerprint: Option<serde_json::Value>) -> bool {
-        if self.stored.contains(key) {
-            return false;
-        }
-        let Some(expected) = self.expected.get(key) else {
-            tracing::debug!("{key}: a record this run does not need (kept from before); ignored");
-            return false;
-        };
-        if Some(expected) != fingerprint.as_ref() {
-            tracing::warn!(
-                "{key}: a worker's record has another fingerprint than the one computed here; ignored"
-            );
-            return false;
-        }
-        self.stored.insert(key.to_owned());
-        true
-    }
-
-    /// The record a worker's `frame` carries, if it parses and [`Self::admit`] takes it.
-    pub fn admit_frame<R: crate::kernel::store::StoredRecord>(
-        &mut self,
-        frame: &serde_json::Value,
-    ) -> Option<R> {
-        let record = frame.get("record").cloned()?;
-        let Ok(record) = serde_json::from_value::<R>(record) else {
-            tracing::warn!("a worker sent a record that does not parse; ignored");
-            return None;
-        };
-        let fingerprint = record.fingerprint().map(|f| f.to_json());
-        self.admit(&record.key(), fingerprint).then_some(record)
-    }
-
-    pub fn is_stored(&self, key: &str) -> bool {
-        self.stored.contains(key)
-    }
-
-    pub fn expected(&self, key: &str) -> Option<&serde_json::Value> {
-        self.expected.get(key)
-    }
-}
-
-/// A run's Ray side: the executor, how many items one job takes, and the executable the
-/// workers run (this one, so every record's code is the coordinator's).
-pub struct RayRun {
-    pub executor: RayExecutor,
-    pub unit_size: usize,
-    pub exe: PathBuf,
-}
-
-impl RayRun {
-    /// The manifest's `executor`: where the run went and how each job went (never part of a
-    /// fingerprint or of the settings `compare` checks).
-    pub fn manifest_entry(&self, dispatched: &DispatchReport) -> serde_json::Value {
-        let nodes: BTreeSet<&str> = dispatched.attempts.iter().filter_map(|a| a.node_id.as_deref()).collect();
-        serde_json::json!({
-            "kind": "ray",
-            "url": self.executor.client.url(),
-            "run": self.executor.run,
-            "unit_size": self.unit_size,
-            "retries": self.executor.settings.retries,
-            "package": dispatched.package,
-            "package_uploaded": dispatched.package_uploaded,
-            "jobs_submitted": dispatched.jobs_submitted,
-            "collected_from_earlier": dispatched.collected_from_earlier,
-            "nodes": nodes,
-            "attempts": dispatched.attempts,
-        })
-    }
-}
-
-/// The run's id on the cluster: its output folder, wherever that is.
-pub fn run_id(out: &Path) -> String {
-    let absolute = std::path::absolute(out).unwrap_or_else(|_| out.to_owned());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    crate::digest::Sha256Pieces::new()
-        .framed(host.as_bytes())
-        .framed(absolute.to_string_lossy().as_bytes())
-        .hex_prefix(6)
-}
-
-/// Units of `unit_size` items in key order; a unit's id is the hash of its items' keys and
-/// fingerprints, so the same work gets the same id on a rerun.
-pub fn units(mut items: Vec<(String, serde_json::Value)>, unit_size: usize) -> Vec<Unit> {
-    items.sort_by(|a, b| a.0.cmp(&b.0));
-    items
-        .chunks(unit_size.max(1))
-        .map(|chunk| {
-            let mut hash = crate::digest::Sha256Pieces::new();
-            for (key, fingerprint) in chunk {
-                hash.framed(key.as_bytes()).framed(serde_json::to_vec(fingerprint).unwrap_or_default());
-            }
-            Unit { id: hash.hex_prefix(6), items: chunk.iter().map(|(key, _)| key.clone()).collect() }
-        })
-        .collect()
-}
-
-/// The executable's name inside a run's package: the coordinator's own.
-pub const WORKER_EXE: &str = "repairbench";
-
-/// A job's command: the package's executable with `args` (starting `./repairbench`), then
-/// `--only ITEM` per item.
-pub fn worker_entrypoint(args: &[String], items: &[String]) -> String {
-    let mut words = args.to_vec();
-    for item in items {
-        words.push("--only".into());
-        words.push(item.clone());
-    }
-    // Ray's unpacking drops the mode; `exec` makes the worker the child of Ray's job
-    // supervisor, so it learns of the supervisor's death (its parent-death signal).
-    let command = crate::shell::join(&words).unwrap_or_default();
-    format!("chmod +x {WORKER_EXE} && exec {command}")
-}
-
-/// Some items that share one job.
-#[derive(Debug, Clone)]
-pub struct Unit {
-    /// The same items with the same inputs give the same id.
-    pub id: String,
-    pub items: Vec<String>,
 }
 
 /// Settings of the Ray executor.
@@ -585,97 +453,6 @@ impl RayExecutor {
         }
         Ok(report)
     }
-}
-
-/// What `executor check` tells of one node.
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeCheck {
-    #[serde(flatten)]
-    pub node: ray::NodeInfo,
-    /// What a probe job on the node found (`None` for a node without slots: it runs no job).
-    pub probe: Option<String>,
-    pub ok: bool,
-}
-
-/// The shell probe run on each node with slots: the Docker engine, git, and glibc.
-const PROBE: &str = "docker version --format 'docker {{.Server.Version}}' 2>&1 | tail -1; \
-git --version 2>&1; ldd --version 2>&1 | head -1";
-
-/// `(major, minor)` of the last `N.N` in `ldd --version`'s first line.
-pub fn glibc_version(text: &str) -> Option<(u32, u32)> {
-    let line = text.split(';').find(|l| l.contains("GLIBC") || l.contains("libc"))?;
-    let version = line.split_whitespace().last()?;
-    let (major, minor) = version.split_once('.')?;
-    Some((major.parse().ok()?, minor.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()?))
-}
-
-/// Lists the cluster's nodes and runs a probe job on each node that offers slots; a node
-/// passes with a Docker engine that answers, git, and a glibc at least `glibc` (the
-/// coordinator's, which its executable was linked against).
-pub fn check(
-    client: &RayClient,
-    timeout: Duration,
-    glibc: Option<(u32, u32)>,
-) -> Result<Vec<NodeCheck>, ExecutorError> {
-    let nodes = client.nodes()?;
-    let stamp = format!(
-        "{:x}",
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis())
-    );
-    let mut probes = Vec::new();
-    for node in nodes.iter().filter(|n| n.alive && n.slots > 0.0) {
-        let id = format!("rb-check-{stamp}-{}", &node.node_id[..node.node_id.len().min(12)]);
-        client.submit(&JobRequest {
-            entrypoint: PROBE.into(),
-            submission_id: id.clone(),
-            runtime_env: serde_json::json!({}),
-            metadata: BTreeMap::new(),
-            // A tiny share of the node's own resource pins the probe to it.
-            entrypoint_resources: BTreeMap::from([
-                (format!("node:{}", node.ip), 0.001),
-                (SLOT_RESOURCE.into(), 0.001),
-            ]),
-        })?;
-        probes.push((node.node_id.clone(), id));
-    }
-    let started = Instant::now();
-    let mut found: BTreeMap<String, String> = BTreeMap::new();
-    for (node_id, id) in &probes {
-        loop {
-            let info = client.job(id)?;
-            if info.status.is_terminal() {
-                found.insert(node_id.clone(), client.logs(id).unwrap_or_default());
-                break;
-            }
-            if started.elapsed() > timeout {
-                let _ = client.stop(id);
-                found.insert(node_id.clone(), "the probe did not finish in time".into());
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-    Ok(nodes
-        .into_iter()
-        .map(|node| {
-            let probe = found.remove(&node.node_id).map(|log| {
-                log.lines()
-                    .filter(|l| !l.contains("INFO") && !l.starts_with("Running entrypoint"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            });
-            let ok = match &probe {
-                Some(p) => {
-                    let docker = p.split("; ").any(|l| l.starts_with("docker ") && !l.contains("rror"));
-                    let libc = matches!((glibc_version(p), glibc), (Some(there), Some(here)) if there >= here)
-                        || (glibc.is_none() && glibc_version(p).is_some());
-                    docker && p.contains("git version") && libc
-                }
-                None => node.slots == 0.0,
-            };
-            NodeCheck { node, probe, ok }
-        })
-        .collect())
 }
 
 #[cfg(test)]

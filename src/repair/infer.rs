@@ -36,6 +36,8 @@ pub struct InferPlan {
     pub sampling: Sampling,
     /// Generate everything again, reusing no earlier line.
     pub force: bool,
+    /// Only these instances (a cluster worker's unit).
+    pub only: Option<std::collections::BTreeSet<String>>,
 }
 
 /// What an inference run did.
@@ -87,7 +89,7 @@ pub fn relevant_files(
 }
 
 /// Field of a prediction line holding what it was made from.
-const FINGERPRINT_FIELD: &str = "fingerprint";
+pub(super) const FINGERPRINT_FIELD: &str = "fingerprint";
 
 impl StoredRecord for Prediction {
     fn key(&self) -> String {
@@ -119,6 +121,17 @@ pub fn infer(
     plan: &InferPlan,
     reporter: &mut dyn Reporter<Prediction>,
 ) -> Result<InferSummary, RunError> {
+    infer_with(model, plan, reporter, None)
+}
+
+/// [`infer`], with the tasks left to generate sent to `cluster` when one is given (`model`
+/// then gives only its identity; the prompts are built here too, for their fingerprints).
+pub fn infer_with(
+    model: &mut dyn LanguageModel,
+    plan: &InferPlan,
+    reporter: &mut dyn Reporter<Prediction>,
+    cluster: Option<&super::remote::InferCluster>,
+) -> Result<InferSummary, RunError> {
     let task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
     let mut summary = InferSummary { skipped: task_set.skipped.clone(), ..InferSummary::default() };
     let model_name = model.info().name.clone().unwrap_or_else(|| model.info().source.clone());
@@ -126,6 +139,9 @@ pub fn infer(
     let locator = RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone());
     let mut items = Vec::new();
     for task in &task_set.tasks {
+        if plan.only.as_ref().is_some_and(|only| !only.contains(&task.instance_id)) {
+            continue;
+        }
         let repo = match locator.locate(task).map_err(|e| crate::error_chain(&e)).and_then(|path| {
             git2::Repository::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))
         }) {
@@ -160,6 +176,21 @@ pub fn infer(
     summary.recomputed = kernel.resume_summary().recomputed_again();
     for skip in &summary.skipped {
         kernel.report(&skip.event()).map_err(RunError::Report)?;
+    }
+    if let Some(cluster) = cluster {
+        let todo: Vec<(String, Fingerprint)> = todo
+            .into_iter()
+            .map(|(item, fingerprint)| (item.task.instance_id.clone(), fingerprint))
+            .collect();
+        for prediction in super::remote::infer_on_ray(cluster, &mut kernel, &todo, plan, model.info())? {
+            let method = prediction.extra.get("extraction_method").and_then(|m| m.as_str()).unwrap_or("none");
+            *summary.extraction_methods.entry(method.to_owned()).or_default() += 1;
+            summary.empty_patches += usize::from(prediction.patch().is_empty());
+            summary.written += 1;
+        }
+        let methods = summary.extraction_methods.clone();
+        kernel.finish_with(|_| methods.clone().into_iter().collect()).map_err(RunError::Report)?;
+        return Ok(summary);
     }
     // A few tasks per call, so that the model decodes them together; each prediction is kept
     // as soon as its chunk is done.

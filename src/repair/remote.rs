@@ -7,7 +7,7 @@
 //! computed for that instance, so a worker on other inputs or other code earns nothing.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 
@@ -29,24 +29,40 @@ fn package_error(source: crate::executor::package::PackageError) -> RunError {
     RunError::Executor(ExecutorError::Package(source))
 }
 
-/// The package: the executable, the dataset as given (a file or a folder), every prediction
-/// of the run's work (not only what is left, so a rerun finds the same package) and the
-/// settings.
+/// The executable and the dataset as given (a file or a folder), and the dataset's path in it.
+fn dataset_package(exe: &Path, dataset: &Path) -> Result<(Package, String), RunError> {
+    let mut package = Package::new();
+    package.add_file(WORKER_EXE, exe, true).map_err(package_error)?;
+    let name = dataset.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
+    let inside = format!("dataset/{name}");
+    if dataset.is_dir() {
+        package.add_dir(&inside, dataset).map_err(package_error)?;
+    } else {
+        package.add_file(&inside, dataset, false).map_err(package_error)?;
+    }
+    Ok((package, inside))
+}
+
+/// Where workers find repositories (`--repos`, `--url-template`), as the coordinator does.
+fn repo_flags(repos: &Option<PathBuf>, url_template: &Option<String>) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(repos) = repos {
+        flags.extend(["--repos".into(), repos.to_string_lossy().into_owned()]);
+    }
+    if let Some(template) = url_template {
+        flags.extend(["--url-template".into(), template.clone()]);
+    }
+    flags
+}
+
+/// The package: the executable, the dataset, every prediction of the run's work (not only
+/// what is left, so a rerun finds the same package) and the settings.
 fn package(
     grading: &RayRun,
     plan: &GradePlan,
     work: &[(SweTask, Prediction)],
 ) -> Result<(Package, String), RunError> {
-    let mut package = Package::new();
-    package.add_file(WORKER_EXE, &grading.exe, true).map_err(package_error)?;
-    let name =
-        plan.dataset.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
-    let dataset = format!("dataset/{name}");
-    if plan.dataset.is_dir() {
-        package.add_dir(&dataset, &plan.dataset).map_err(package_error)?;
-    } else {
-        package.add_file(&dataset, &plan.dataset, false).map_err(package_error)?;
-    }
+    let (mut package, dataset) = dataset_package(&grading.exe, &plan.dataset)?;
     let mut predictions = String::new();
     for (_, prediction) in work {
         predictions.push_str(&serde_json::to_string(prediction).unwrap_or_default());
@@ -108,12 +124,7 @@ pub(super) fn grade_on_ray(
     let mut entrypoint: Vec<String> =
         ["./repairbench", "worker", "grade", "--dataset", &dataset].into_iter().map(str::to_owned).collect();
     entrypoint.extend(["--predictions".into(), PREDICTIONS.into(), "--settings".into(), SETTINGS.into()]);
-    if let Some(repos) = &plan.repos {
-        entrypoint.extend(["--repos".into(), repos.to_string_lossy().into_owned()]);
-    }
-    if let Some(template) = &plan.url_template {
-        entrypoint.extend(["--url-template".into(), template.clone()]);
-    }
+    entrypoint.extend(repo_flags(&plan.repos, &plan.url_template));
     let units = units(
         todo.iter()
             .map(|((task, _), fingerprint)| (task.instance_id.clone(), fingerprint.to_json()))
@@ -141,6 +152,100 @@ pub(super) fn grade_on_ray(
 /// A worker's reporter: each finished instance as one frame, with the files of its log folder.
 pub fn worker_frames(out: PathBuf) -> FrameWriter<InstanceResult> {
     FrameWriter::new(move |record: &InstanceResult| Some(out.join(&record.log_dir)))
+}
+
+/// What a worker needs to generate as the coordinator does (an inference unit's settings).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct InferSettings {
+    pub prompt: crate::tasks::prompt::PromptSettings,
+    pub max_tokens: usize,
+    pub sampling: crate::model::Sampling,
+}
+
+/// An inference run's cluster side: the executor, and the worker's model flags besides the
+/// model itself (`--decode-batch`, a server's `--concurrency`...).
+pub struct InferCluster {
+    pub ray: RayRun,
+    pub args: Vec<String>,
+}
+
+/// Stores the predictions that come back, checked against the fingerprints computed here.
+struct CollectPredictions<'k, 'r> {
+    kernel: &'k mut Kernel<'r, Prediction>,
+    admission: Admission,
+    entrypoint: Vec<String>,
+    stored: Vec<Prediction>,
+}
+
+impl UnitWork for CollectPredictions<'_, '_> {
+    fn entrypoint(&self, items: &[String]) -> String {
+        worker_entrypoint(&self.entrypoint, items)
+    }
+
+    fn store(&mut self, frame: serde_json::Value) -> Result<Option<String>, ExecutorError> {
+        let Some(prediction) = self.admission.admit_frame::<Prediction>(&frame) else { return Ok(None) };
+        let id = prediction.instance_id.clone();
+        let method = prediction.extra.get("extraction_method").and_then(|m| m.as_str()).unwrap_or("none");
+        let (method, success) = (method.to_owned(), !prediction.patch().is_empty());
+        self.kernel
+            .finish_item(prediction.clone(), &method, success)
+            .map_err(|e| ExecutorError::Store(Box::new(e)))?;
+        self.stored.push(prediction);
+        Ok(Some(id))
+    }
+}
+
+/// Generates `todo` (instance ids and fingerprints) on the cluster, storing each prediction
+/// through `kernel`; instances that got none are stored with a `generation_error` (what a
+/// rerun generates again). Returns the predictions that came back.
+pub(super) fn infer_on_ray(
+    cluster: &InferCluster,
+    kernel: &mut Kernel<'_, Prediction>,
+    todo: &[(String, Fingerprint)],
+    plan: &super::infer::InferPlan,
+    model: &crate::model::ModelInfo,
+) -> Result<Vec<Prediction>, RunError> {
+    let (mut package, dataset) = dataset_package(&cluster.ray.exe, &plan.dataset)?;
+    let settings =
+        InferSettings { prompt: plan.prompt.clone(), max_tokens: plan.max_tokens, sampling: plan.sampling };
+    package.add_bytes(SETTINGS, serde_json::to_vec_pretty(&settings).unwrap_or_default());
+    let mut entrypoint: Vec<String> =
+        ["./repairbench", "worker", "infer", "--dataset", &dataset, "--settings", SETTINGS]
+            .map(String::from)
+            .into();
+    entrypoint.extend(repo_flags(&plan.repos, &plan.url_template));
+    entrypoint.extend(crate::executor::model_flags(model));
+    entrypoint.extend(cluster.args.iter().cloned());
+    let items: Vec<(String, serde_json::Value)> =
+        todo.iter().map(|(id, fingerprint)| (id.clone(), fingerprint.to_json())).collect();
+    let admission = Admission::new(items.iter().cloned().collect());
+    let mut collect = CollectPredictions { kernel, admission, entrypoint, stored: Vec::new() };
+    let report = cluster
+        .ray
+        .executor
+        .dispatch(plan.force, &package, units(items, cluster.ray.unit_size), &mut collect)
+        .map_err(RunError::Executor)?;
+    tracing::info!("inference on the cluster: {}", cluster.ray.manifest_entry(&report));
+    let model_name = model.name.clone().unwrap_or_else(|| model.source.clone());
+    let fingerprints: BTreeMap<&str, &Fingerprint> = todo.iter().map(|(id, f)| (id.as_str(), f)).collect();
+    for unfinished in &report.unfinished {
+        if collect.admission.is_stored(&unfinished.key) {
+            continue;
+        }
+        let mut extra = BTreeMap::new();
+        let why = format!("{}: {}", unfinished.reason, unfinished.detail);
+        extra.insert("generation_error".into(), serde_json::json!(why));
+        let fingerprint = fingerprints.get(unfinished.key.as_str());
+        extra.insert(super::infer::FINGERPRINT_FIELD.into(), serde_json::json!(fingerprint));
+        let prediction = Prediction {
+            instance_id: unfinished.key.clone(),
+            model_name_or_path: Some(model_name.clone()),
+            model_patch: Some(String::new()),
+            extra,
+        };
+        collect.kernel.finish_item(prediction, unfinished.reason, false).map_err(RunError::Report)?;
+    }
+    Ok(collect.stored)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! configuration ([`config`]), the one reader of finished run folders ([`folder`]) and report
 //! regeneration ([`regenerate`]). See `ARCHITECTURE.md`.
 
+mod cluster;
 pub mod config;
 pub mod folder;
 pub mod images;

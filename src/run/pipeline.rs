@@ -13,8 +13,11 @@ use crate::suites::{self, EvalOptions, EvalSummary, Suite, SuiteError, SuiteKind
 use crate::tasks::prompt::PromptSettings;
 use crate::tasks::PredictionSource;
 
+pub use super::cluster::{
+    check_cluster, eval_worker, grade_worker, infer_worker, model_worker_flags, Executor,
+};
+use super::cluster::{connect_cluster, eval_worker_args};
 use super::config::RunConfig;
-use crate::executor::{ExecutorSpec, RayExecutor, RaySettings};
 use crate::kernel::interrupt;
 use crate::repair::infer::{self, InferPlan, InferSummary};
 use crate::repair::{self, GradePlan, GradeReport, GradeSettings};
@@ -151,11 +154,11 @@ impl Session {
 }
 
 /// Environments of a grading run live for one test run and its copies, with room to spare.
-fn grade_env_lifetime(settings: &GradeSettings) -> Duration {
+pub(super) fn grade_env_lifetime(settings: &GradeSettings) -> Duration {
     settings.timeout + Duration::from_secs(30 * 60)
 }
 
-fn create_dir(path: &Path) -> Result<(), PipelineError> {
+pub(super) fn create_dir(path: &Path) -> Result<(), PipelineError> {
     std::fs::create_dir_all(path).map_err(|source| PipelineError::Io { path: path.to_owned(), source })
 }
 
@@ -221,30 +224,6 @@ pub fn grade(mut plan: GradePlan, executor: &Executor) -> Result<GradeReport, Pi
     grade_on(&session, &plan, cluster)
 }
 
-/// The cluster `executor` names, reached and its token taken (`None`: run here). Called
-/// first, so that a wrong address fails before any image is built or model loaded.
-pub(super) fn connect_cluster(
-    executor: &Executor,
-    out: &Path,
-) -> Result<Option<crate::executor::RayRun>, PipelineError> {
-    let ExecutorSpec::Ray(url) = &executor.spec else { return Ok(None) };
-    let settings = RaySettings {
-        url: url.clone(),
-        max_inflight: executor.max_inflight,
-        retries: executor.retries,
-        poll: Duration::from_millis(250),
-    };
-    let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
-    let ray = RayExecutor::new(settings, token, crate::executor::run_id(out))?;
-    ray.total_slots()?;
-    // On a signal, the jobs in flight are stopped before the process exits.
-    let (in_flight, client) = (ray.in_flight.clone(), ray.client.clone());
-    interrupt::on_stop(move || in_flight.stop_all(&client, Duration::from_secs(10)));
-    let exe = std::env::current_exe()
-        .map_err(|source| PipelineError::Io { path: "<this executable>".into(), source })?;
-    Ok(Some(crate::executor::RayRun { executor: ray, unit_size: executor.unit_size, exe }))
-}
-
 /// Grades `plan` here or on `cluster`.
 fn grade_on(
     session: &Session,
@@ -254,97 +233,6 @@ fn grade_on(
     match cluster {
         None => grade_in(session, plan),
         Some(cluster) => run_grade(session, plan, repair::Grader::Ray(Box::new(cluster))),
-    }
-}
-
-/// Where a run's items go, and how they are sent (`--executor`, `--unit-size`,
-/// `--max-inflight`, `--retries`).
-#[derive(Debug, Clone)]
-pub struct Executor {
-    pub spec: ExecutorSpec,
-    /// Items per job.
-    pub unit_size: usize,
-    /// Jobs in flight at most (`None`: the cluster's slots).
-    pub max_inflight: Option<usize>,
-    /// Submissions again of a unit whose node was lost.
-    pub retries: u32,
-}
-
-impl Executor {
-    pub fn local() -> Self {
-        Self { spec: ExecutorSpec::Local, unit_size: 1, max_inflight: None, retries: 2 }
-    }
-}
-
-/// `worker grade`: one unit of a cluster run, on this node. `settings` are the coordinator's
-/// (its image and image id, so fingerprints agree); each finished instance goes to standard
-/// output as a frame. Its containers go when Ray's supervisor dies (parent-death signal).
-pub fn grade_worker(mut plan: GradePlan, only: &[String]) -> Result<(), PipelineError> {
-    die_with_parent();
-    let session = Session::start(grade_env_lifetime(&plan.settings))?;
-    let wanted = plan.settings.image.clone();
-    let docker = session.sandbox.docker();
-    let present = session
-        .runtime
-        .block_on(images::image_exists(docker, &wanted))
-        .map_err(|source| PipelineError::ImageCheck { image: wanted.clone(), source })?;
-    if !present {
-        // The coordinator's image is the default one whenever it names no other: build it.
-        let (default, _) = session.image(None)?;
-        if default != wanted {
-            return Err(PipelineError::ImageMissing(wanted));
-        }
-    }
-    // Only the unit's instances: a predictions file of those alone.
-    let PredictionSource::File(all) = &plan.predictions else {
-        return Err(PipelineError::NoDataset(plan.dataset.clone()));
-    };
-    let text =
-        std::fs::read_to_string(all).map_err(|source| PipelineError::Io { path: all.clone(), source })?;
-    let keep: std::collections::BTreeSet<&str> = only.iter().map(String::as_str).collect();
-    let unit: String = text
-        .lines()
-        .filter(|line| {
-            serde_json::from_str::<crate::tasks::Prediction>(line)
-                .is_ok_and(|p| keep.contains(p.instance_id.as_str()))
-        })
-        .map(|line| format!("{line}\n"))
-        .collect();
-    let unit_file = plan.out.join("unit-predictions.jsonl");
-    create_dir(&plan.out)?;
-    std::fs::write(&unit_file, unit)
-        .map_err(|source| PipelineError::Io { path: unit_file.clone(), source })?;
-    plan.predictions = PredictionSource::File(unit_file);
-    plan.settings.workers = 1;
-    plan.force = true;
-    let sandbox = Arc::new(session.sandbox.clone());
-    let mut frames = repair::remote::worker_frames(plan.out.clone());
-    let graded = repair::grade(repair::Grader::Local(sandbox), &plan, &mut frames as &mut dyn Reporter<_>);
-    session.runtime.block_on(interrupt::until_stopped(graded))?;
-    Ok(())
-}
-
-/// `executor check`: the cluster's nodes, each with slots probed by a job on it.
-pub fn check_cluster(url: &str) -> Result<Vec<crate::executor::NodeCheck>, PipelineError> {
-    let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
-    let client =
-        crate::executor::ray::RayClient::new(url, token).map_err(crate::executor::ExecutorError::from)?;
-    // The coordinator's glibc: the executable the workers run was linked against it.
-    let glibc = std::process::Command::new("ldd")
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| crate::executor::glibc_version(String::from_utf8_lossy(&o.stdout).lines().next()?));
-    Ok(crate::executor::check(&client, Duration::from_secs(60), glibc)?)
-}
-
-/// Asks the kernel to send this process SIGTERM when its parent dies (Linux), so a worker
-/// whose Ray supervisor was killed still removes its containers.
-fn die_with_parent() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and touches no memory.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
     }
 }
 
@@ -373,11 +261,11 @@ pub fn harvest(
     Ok(session.runtime.block_on(interrupt::until_stopped(harvested))?)
 }
 
-fn grade_in(session: &Session, plan: &GradePlan) -> Result<GradeReport, PipelineError> {
+pub(super) fn grade_in(session: &Session, plan: &GradePlan) -> Result<GradeReport, PipelineError> {
     run_grade(session, plan, repair::Grader::Local(Arc::new(session.sandbox.clone())))
 }
 
-fn run_grade(
+pub(super) fn run_grade(
     session: &Session,
     plan: &GradePlan,
     grader: repair::Grader<DockerSandbox>,
@@ -393,12 +281,25 @@ fn run_grade(
 
 /// `swe infer`: the model writes a patch per task into `plan.out`.
 pub fn infer(model: &mut dyn LanguageModel, plan: &InferPlan) -> Result<InferSummary, PipelineError> {
+    infer_on(model, plan, &Executor::local(), &[])
+}
+
+/// [`infer`], here or on the cluster `executor` names; `model_args` are a worker's model
+/// flags besides the model itself.
+pub fn infer_on(
+    model: &mut dyn LanguageModel,
+    plan: &InferPlan,
+    executor: &Executor,
+    model_args: &[String],
+) -> Result<InferSummary, PipelineError> {
+    let cluster = connect_cluster(executor, &plan.out)?
+        .map(|ray| repair::remote::InferCluster { ray, args: model_args.to_vec() });
     interrupt::note(format!(
         "finished predictions are in {}; rerun the same command to resume",
         plan.out.display()
     ));
     let mut progress = ConsoleProgress::new();
-    Ok(infer::infer(model, plan, &mut progress)?)
+    Ok(infer::infer_with(model, plan, &mut progress, cluster.as_ref())?)
 }
 
 /// `swe run`: infer into `grade.predictions`, then grade (here or on a cluster).
@@ -417,7 +318,7 @@ pub fn swe_run(mut plan: SweRunPlan) -> Result<GradeReport, PipelineError> {
     let requested = Some(plan.grade.settings.image.clone());
     (plan.grade.settings.image, plan.grade.settings.image_id) = session.image(requested.as_deref())?;
     let mut model = load_model(&plan.model)?;
-    infer(model.as_mut(), &plan.infer)?;
+    infer_on(model.as_mut(), &plan.infer, &plan.executor, &model_worker_flags(&plan.model))?;
     let info = model.info().clone();
     drop(model);
     plan.grade.extra_manifest.insert("model".into(), to_json(&info));
@@ -451,7 +352,7 @@ pub struct EvalPlan {
 pub const DEFAULT_CODE_WORKERS: usize = 2;
 
 /// How long a code-suite container may live: far beyond any batch's budget.
-const CODE_ENV_LIFETIME: Duration = Duration::from_secs(2 * 3600);
+pub(super) const CODE_ENV_LIFETIME: Duration = Duration::from_secs(2 * 3600);
 
 fn code_runner(
     session: &Session,
@@ -473,25 +374,7 @@ pub fn eval(plan: EvalPlan) -> Result<EvalSummary, PipelineError> {
     eval_with(&plan, &mut ConsoleProgress::new(), cluster.as_ref())
 }
 
-/// The flags a cluster worker needs to evaluate as `plan` does (the files travel apart).
-fn eval_worker_args(plan: &EvalPlan) -> Vec<String> {
-    let options = &plan.options;
-    let seeds: Vec<String> = options.seeds.iter().map(u64::to_string).collect();
-    let mut args = vec!["--seeds".into(), seeds.join(","), "--batch".into(), options.code_batch.to_string()];
-    args.extend(["--workers".into(), plan.workers.to_string()]);
-    args.extend(["--decode-batch".into(), plan.model.batch.to_string()]);
-    args.extend(["--concurrency".into(), plan.model.remote.concurrency.to_string()]);
-    args.extend(["--request-timeout".into(), plan.model.remote.timeout.as_secs().max(1).to_string()]);
-    if let Some(shots) = options.shots {
-        args.extend(["--shots".into(), shots.to_string()]);
-    }
-    if options.canonical {
-        args.push("--canonical".into());
-    }
-    args
-}
-
-fn eval_with(
+pub(super) fn eval_with(
     plan: &EvalPlan,
     reporter: &mut dyn Reporter<suites::SampleRecord>,
     cluster: Option<&suites::ClusterEval>,
@@ -512,15 +395,6 @@ fn eval_with(
         reporter,
         cluster,
     )?)
-}
-
-/// `worker eval`: one unit of a cluster run (`plan.options.only`), on this node, computed
-/// again whatever its folder holds; each record goes to standard output as a frame.
-pub fn eval_worker(mut plan: EvalPlan) -> Result<(), PipelineError> {
-    die_with_parent();
-    plan.options.force = true;
-    let mut frames = crate::executor::frame::FrameWriter::new(|_: &suites::SampleRecord| None);
-    eval_with(&plan, &mut frames, None).map(drop)
 }
 
 /// What `repairbench run` produced.
@@ -569,6 +443,7 @@ pub fn run_default(
         max_tokens: config.repair.max_tokens,
         sampling,
         force: false,
+        only: None,
     };
     infer(model.as_mut(), &infer_plan)?;
 

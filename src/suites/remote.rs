@@ -89,21 +89,7 @@ fn package(cluster: &ClusterEval, inputs: &Inputs) -> Result<(Package, Vec<Strin
         args.extend(["--samples".into(), name]);
     }
     if let Some(model) = inputs.model {
-        // The model does not travel (a package holds 100 MiB at most): workers load it from the
-        // same source (a pip: or hf: source into their own cache, a path on shared storage, the
-        // same server) and stop unless it is the coordinator's.
-        let source = match model.source.split_once(':') {
-            Some((scheme, _)) if ["pip", "hf", "openai"].contains(&scheme) => model.source.clone(),
-            _ => std::path::absolute(&model.source)
-                .unwrap_or_else(|_| model.path.clone())
-                .to_string_lossy()
-                .into_owned(),
-        };
-        args.extend(["--model".into(), source, "--model-sha256".into(), model.sha256.clone()]);
-        if let (Some(_), Some(served)) = (&model.served, &model.name) {
-            // The model the coordinator chose on that server.
-            args.extend(["--served-model".into(), served.clone()]);
-        }
+        args.extend(crate::executor::model_flags(model));
     }
     args.extend(cluster.args.iter().cloned());
     Ok((package, args))
