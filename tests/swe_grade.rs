@@ -628,3 +628,32 @@ fn hostile_patches_earn_no_credit_and_write_nothing_outside() {
         }
     });
 }
+
+/// A cluster worker whose engine lacks the coordinator's image, and builds another default
+/// image, stops with a message saying how to give it the coordinator's images.
+#[test]
+fn a_worker_without_the_coordinators_image_says_how_to_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = repair::GradeSettings::new("repairbench/python:0000000000000000");
+    let settings_file = dir.path().join("settings.json");
+    std::fs::write(&settings_file, serde_json::to_vec(&settings).unwrap()).unwrap();
+    let predictions = dir.path().join("predictions.jsonl");
+    std::fs::write(&predictions, "").unwrap();
+    let issues = Path::new(env!("CARGO_MANIFEST_DIR")).join("issues");
+    let out = common::cli::repairbench()
+        .args(["worker", "grade", "--dataset"])
+        .arg(&issues)
+        .arg("--predictions")
+        .arg(&predictions)
+        .arg("--settings")
+        .arg(&settings_file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("lacks the coordinator's image repairbench/python:0000000000000000")
+            && text.contains("docker load"),
+        "{text}"
+    );
+}

@@ -77,7 +77,7 @@ pub fn grade_worker(mut plan: GradePlan, only: &[String]) -> Result<(), Pipeline
         // The coordinator's image is the default one whenever it names no other: build it.
         let (default, _) = session.image(None)?;
         if default != wanted {
-            return Err(PipelineError::ImageMissing(wanted));
+            return Err(PipelineError::NodeLacksImage { wanted, built: default });
         }
     }
     // Only the unit's instances: a predictions file of those alone.

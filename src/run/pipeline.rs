@@ -32,6 +32,8 @@ pub enum PipelineError {
     DefaultImage(#[source] ImageError),
     #[error("image {0} is not in the Docker engine (build it, or check the --image name)")]
     ImageMissing(String),
+    #[error("this node lacks the coordinator's image {wanted}, and building it here gave {built} (a base built elsewhere is not byte-identical): load the coordinator's images on each node (docker save there, docker load here)")]
+    NodeLacksImage { wanted: String, built: String },
     #[error("checking image {image}")]
     ImageCheck {
         image: String,
