@@ -139,12 +139,11 @@ pub fn worker_entrypoint(args: &[String], items: &[String]) -> String {
 /// server was asked for, and the hash the worker's copy must have. The model never travels in
 /// the package (a package holds 100 MiB at most).
 pub fn model_flags(model: &crate::model::ModelInfo) -> Vec<String> {
-    let source = match model.source.split_once(':') {
-        Some((scheme, _)) if ["pip", "hf", "openai"].contains(&scheme) => model.source.clone(),
-        _ => std::path::absolute(&model.source)
-            .unwrap_or_else(|_| model.path.clone())
-            .to_string_lossy()
-            .into_owned(),
+    let source = match (&model.served, crate::model::source::ModelSource::parse(&model.source)) {
+        (None, Ok(crate::model::source::ModelSource::Path(path))) => {
+            std::path::absolute(&path).unwrap_or(path).to_string_lossy().into_owned()
+        }
+        _ => model.source.clone(),
     };
     let mut flags = vec!["--model".into(), source, "--model-sha256".into(), model.sha256.clone()];
     if let (Some(_), Some(served)) = (&model.served, &model.name) {

@@ -52,6 +52,22 @@ pub struct InferSummary {
     pub skipped: Vec<Skipped>,
 }
 
+impl InferSummary {
+    /// Counts a prediction written now.
+    fn count(&mut self, prediction: &Prediction) {
+        let (method, has_patch) = outcome_of(prediction);
+        *self.extraction_methods.entry(method).or_default() += 1;
+        self.empty_patches += usize::from(!has_patch);
+        self.written += 1;
+    }
+}
+
+/// A prediction's outcome for reporters (how its patch was extracted) and whether it has one.
+pub(super) fn outcome_of(prediction: &Prediction) -> (String, bool) {
+    let method = prediction.extra.get("extraction_method").and_then(|m| m.as_str()).unwrap_or("none");
+    (method.to_owned(), !prediction.patch().is_empty())
+}
+
 /// The base commit's files chosen for the prompt, in order of relevance.
 pub fn relevant_files(
     repo: &git2::Repository,
@@ -177,21 +193,20 @@ pub fn infer_with(
     for skip in &summary.skipped {
         kernel.report(&skip.event()).map_err(RunError::Report)?;
     }
-    if let Some(cluster) = cluster {
-        let todo: Vec<(String, Fingerprint)> = todo
-            .into_iter()
-            .map(|(item, fingerprint)| (item.task.instance_id.clone(), fingerprint))
-            .collect();
-        for prediction in super::remote::infer_on_ray(cluster, &mut kernel, &todo, plan, model.info())? {
-            let method = prediction.extra.get("extraction_method").and_then(|m| m.as_str()).unwrap_or("none");
-            *summary.extraction_methods.entry(method.to_owned()).or_default() += 1;
-            summary.empty_patches += usize::from(prediction.patch().is_empty());
-            summary.written += 1;
+    // On a cluster, what comes back is stored there and nothing is left to generate here.
+    let todo = match cluster {
+        Some(cluster) => {
+            let ids: Vec<(String, Fingerprint)> = todo
+                .into_iter()
+                .map(|(item, fingerprint)| (item.task.instance_id.clone(), fingerprint))
+                .collect();
+            for prediction in super::remote::infer_on_ray(cluster, &mut kernel, &ids, plan, model.info())? {
+                summary.count(&prediction);
+            }
+            Vec::new()
         }
-        let methods = summary.extraction_methods.clone();
-        kernel.finish_with(|_| methods.clone().into_iter().collect()).map_err(RunError::Report)?;
-        return Ok(summary);
-    }
+        None => todo,
+    };
     // A few tasks per call, so that the model decodes them together; each prediction is kept
     // as soon as its chunk is done.
     for chunk in todo.chunks(INFER_CHUNK) {
@@ -241,8 +256,6 @@ pub fn infer_with(
             let shown: Vec<String> = item.files.iter().map(|(path, _)| path.clone()).collect();
             let extracted = extract::extract_patch(&output, &read_file, &shown);
             let method = serde_json::to_value(extracted.method).unwrap_or_default();
-            *summary.extraction_methods.entry(method.as_str().unwrap_or("none").to_owned()).or_default() += 1;
-            summary.empty_patches += usize::from(extracted.patch.is_empty());
             let mut extra = record_extra;
             extra.insert("full_output".into(), serde_json::json!(output));
             extra.insert("extraction_method".into(), method);
@@ -256,10 +269,9 @@ pub fn infer_with(
                 model_patch: Some(extracted.patch),
                 extra,
             };
-            let outcome = prediction.extra["extraction_method"].as_str().unwrap_or("none").to_owned();
-            let success = !prediction.patch().is_empty();
+            summary.count(&prediction);
+            let (outcome, success) = outcome_of(&prediction);
             kernel.finish_item(prediction, &outcome, success).map_err(RunError::Report)?;
-            summary.written += 1;
         }
     }
     let methods = summary.extraction_methods.clone();

@@ -185,8 +185,7 @@ impl UnitWork for CollectPredictions<'_, '_> {
     fn store(&mut self, frame: serde_json::Value) -> Result<Option<String>, ExecutorError> {
         let Some(prediction) = self.admission.admit_frame::<Prediction>(&frame) else { return Ok(None) };
         let id = prediction.instance_id.clone();
-        let method = prediction.extra.get("extraction_method").and_then(|m| m.as_str()).unwrap_or("none");
-        let (method, success) = (method.to_owned(), !prediction.patch().is_empty());
+        let (method, success) = super::infer::outcome_of(&prediction);
         self.kernel
             .finish_item(prediction.clone(), &method, success)
             .map_err(|e| ExecutorError::Store(Box::new(e)))?;

@@ -346,7 +346,7 @@ pub fn evaluate_with(
         out_dir: opts.out.clone(),
     };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let manifest = serde_json::json!({
+    let mut manifest = serde_json::json!({
         "tool": "repairbench",
         "version": env!("CARGO_PKG_VERSION"),
         "finished_unix": now,
@@ -363,7 +363,6 @@ pub fn evaluate_with(
         "resumed": resumed,
         "files": {"results": "results.json", "samples": "samples.jsonl"},
     });
-    let mut manifest = manifest;
     if let Some(executor) = executor {
         manifest["executor"] = executor;
     }
