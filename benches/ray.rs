@@ -91,21 +91,29 @@ fn main() {
     // Warm: images built, the package on the cluster, each node's copy of it unpacked.
     grade("local", &dir.path().join("local"), &["--workers", "2"]);
     grade(&ray, &dir.path().join("ray"), &[]);
-    let (mut local, mut on_ray, mut on_ray_3, mut empty) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut local, mut on_ray, mut on_ray_3, mut ahead, mut empty) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         local.push(grade("local", &dir.path().join("local"), &["--workers", "2"]));
         on_ray.push(grade(&ray, &dir.path().join("ray"), &[]));
         on_ray_3.push(grade(&ray, &dir.path().join("ray3"), &["--unit-size", "3"]));
+        ahead.push(grade(&ray, &dir.path().join("ahead"), &["--max-inflight", "4"]));
         empty.push(empty_job(&cluster, round));
     }
-    let (local, on_ray, on_ray_3, empty) =
-        (median(&mut local), median(&mut on_ray), median(&mut on_ray_3), median(&mut empty));
+    let (local, on_ray, on_ray_3, ahead, empty) = (
+        median(&mut local),
+        median(&mut on_ray),
+        median(&mut on_ray_3),
+        median(&mut ahead),
+        median(&mut empty),
+    );
     println!("cpu: {} ({} cores)", cpu_model(), std::thread::available_parallelism().map_or(0, |n| n.get()));
     println!("bundled issues (11 instances, gold, every instance graded), median of {rounds}:");
     println!("  local, 2 workers:                    {local:6.1} s");
     println!("  ray, 2 worker nodes x 1 slot, unit 1: {on_ray:6.1} s");
     println!("  ratio ray / local:                   {:6.2}x", on_ray / local);
     println!("  ray, unit 3 (4 jobs):                {on_ray_3:6.1} s  ({:.2}x local)", on_ray_3 / local);
+    println!("  ray, unit 1, 4 in flight (2 queued at Ray): {ahead:6.1} s  ({:.2}x local)", ahead / local);
     println!("  overhead per job: {:.2} s ((ray - local) / (11 jobs / 2 slots))", (on_ray - local) / 5.5);
     println!("  Ray's floor per job (an empty job, submit to finished): {empty:.2} s");
 }

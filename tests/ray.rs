@@ -147,7 +147,12 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// `count` task folders of one small Python project whose failing test sleeps first, so a
 /// unit is in the middle of its tests for a while.
 fn slow_tasks(root: &Path, count: usize) -> PathBuf {
-    let repo = root.join("slow-src");
+    sleeping_tasks(root, "slow", count, SLOW_SECONDS)
+}
+
+/// `count` task folders under `root/NAME` whose failing test sleeps `seconds` first.
+fn sleeping_tasks(root: &Path, name: &str, count: usize, seconds: u64) -> PathBuf {
+    let repo = root.join(format!("{name}-src"));
     std::fs::create_dir_all(repo.join("calc")).unwrap();
     std::fs::create_dir_all(repo.join("tests")).unwrap();
     std::fs::write(repo.join("calc/__init__.py"), "def add(a, b):\n    return a - b\n").unwrap();
@@ -158,7 +163,7 @@ fn slow_tasks(root: &Path, count: usize) -> PathBuf {
     git(&repo, &["commit", "-q", "-m", "calc"]);
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     let slow_test = format!(
-        "import time\n{tests}\n\ndef test_add():\n    time.sleep({SLOW_SECONDS})\n    assert add(1, 2) == 3\n"
+        "import time\n{tests}\n\ndef test_add():\n    time.sleep({seconds})\n    assert add(1, 2) == 3\n"
     );
     std::fs::write(repo.join("tests/test_calc.py"), slow_test).unwrap();
     let test_patch = git(&repo, &["diff"]);
@@ -166,9 +171,9 @@ fn slow_tasks(root: &Path, count: usize) -> PathBuf {
     std::fs::write(repo.join("calc/__init__.py"), "def add(a, b):\n    return a + b\n").unwrap();
     let patch = git(&repo, &["diff"]);
     git(&repo, &["checkout", "-q", "--", "."]);
-    let dataset = root.join("slow");
+    let dataset = root.join(name);
     for n in 0..count {
-        let folder = dataset.join(format!("slow-{n}"));
+        let folder = dataset.join(format!("{name}-{n}"));
         std::fs::create_dir_all(&folder).unwrap();
         git(&repo, &["bundle", "create", "-q", folder.join("repo.bundle").to_str().unwrap(), "--all"]);
         let task = serde_json::json!({
@@ -293,6 +298,15 @@ fn grading_on_a_real_ray_cluster() {
         let log_dir = on_ray.join("logs").join(id.replace('/', "_"));
         assert!(log_dir.join("result.json").exists() && log_dir.join("model.patch").exists(), "{id}: logs");
     }
+    // With the default image built here, the check compares each node's by content id (the
+    // nodes share this machine's engine, so theirs is the same).
+    let check = run({
+        let mut c = repairbench();
+        c.args(["executor", "check", &ray]).env("RAY_AUTH_TOKEN", TOKEN);
+        c
+    });
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check));
+    assert_eq!(text(&check).matches("the default image: the same as here").count(), 2, "{}", text(&check));
     let compared = run({
         let mut c = repairbench();
         c.args(["compare", "--json"]).arg(&local).arg(&on_ray);
@@ -439,6 +453,85 @@ fn grading_on_a_real_ray_cluster() {
     let out = run(grade(&ray, &slow, &interrupted, &[], Some(TOKEN)));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(results(&interrupted).0.len(), 4);
+
+    // 6b. A worker whose Ray supervisor dies while its node lives stops on its parent-death
+    // signal and removes its container at once, long before its test (300 s) would end.
+    let stuck = sleeping_tasks(root, "stuck", 1, 300);
+    let orphaned = root.join("orphaned");
+    let mut child = grade(&ray, &stuck, &orphaned, &[], Some(TOKEN))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let worker_of = || {
+        common::ray::processes()
+            .into_iter()
+            .find(|(_, _, cmd)| cmd.contains("worker grade") && cmd.contains("dataset/stuck"))
+    };
+    wait_until("the stuck unit's test running", Duration::from_secs(90), || {
+        worker_of().is_some() && !labelled_containers().is_empty()
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let (worker, supervisor, _) = worker_of().unwrap();
+    let supervisor_cmd = common::ray::processes().into_iter().find(|p| p.0 == supervisor).unwrap().2;
+    assert!(supervisor_cmd.contains("ray::JobSupervisor"), "the worker's parent: {supervisor_cmd}");
+    unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
+    let t = Instant::now();
+    wait_until("the orphaned worker and its container to go", Duration::from_secs(20), || {
+        !common::ray::alive(worker) && labelled_containers().is_empty()
+    });
+    eprintln!(
+        "orphaned worker: gone with its container {:.1}s after its supervisor",
+        t.elapsed().as_secs_f64()
+    );
+    signal(&child, libc::SIGINT);
+    let _ = child.wait();
+    wait_until("no container left", Duration::from_secs(20), || labelled_containers().is_empty());
+
+    // 6c. A dataset whose repository bundles would take the package over Ray's limit (100
+    // MiB): refused, naming the way out, unless workers can fetch the repositories
+    // themselves (`--repos` on storage they share); then the bundles stay here.
+    let big = sleeping_tasks(root, "big", 1, 0);
+    let big_src = root.join("big-src");
+    git(&big_src, &["checkout", "-q", "-b", "junk"]);
+    let mut junk = vec![0u8; 101 << 20];
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for chunk in junk.chunks_mut(8) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+    }
+    std::fs::write(big_src.join("junk.bin"), junk).unwrap();
+    git(&big_src, &["add", "junk.bin"]);
+    git(&big_src, &["commit", "-q", "-m", "junk"]);
+    git(&big_src, &["checkout", "-q", "main"]);
+    let bundle = big.join("big-0/repo.bundle");
+    std::fs::remove_file(&bundle).unwrap();
+    git(&big_src, &["bundle", "create", "-q", bundle.to_str().unwrap(), "--all"]);
+    assert!(std::fs::metadata(&bundle).unwrap().len() > 100 << 20);
+    let submitted_before = jobs(&cluster).len();
+    let refused = run(grade(&ray, &big, &root.join("big-refused"), &[], Some(TOKEN)));
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("over the cluster's limit") && text(&refused).contains("--repos"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(jobs(&cluster).len(), submitted_before, "a refused run submitted jobs");
+    let repos = root.join("repos");
+    std::fs::create_dir_all(repos.join("acme")).unwrap();
+    git(
+        root,
+        &["clone", "-q", "--bare", "--single-branch", "--branch", "main", "big-src", "repos/acme/calc.git"],
+    );
+    let fetched = root.join("big-fetched");
+    let out = run(grade(&ray, &big, &fetched, &["--repos", repos.to_str().unwrap()], Some(TOKEN)));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(results(&fetched).0.values().next().unwrap().0, "resolved");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fetched.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["repositories"]["in_package"], false, "{}", manifest["repositories"]);
 
     // 7. After a kill -9 of the coordinator, a rerun collects what finished and submits the
     // rest. The coordinator is held (SIGSTOP) while its first units finish, so their records

@@ -87,6 +87,16 @@ pub fn run(cmd: ExecutorCommand) -> anyhow::Result<u8> {
         if let Some(probe) = &check.probe {
             println!("           {probe}");
         }
+        match check.image {
+            Some(executor::ImageCheck::Same) => println!("           the default image: the same as here"),
+            Some(executor::ImageCheck::Missing) => println!(
+                "           the default image: MISSING (records are fingerprinted by its content id: `docker save` it here and `docker load` it there; one built there would differ)"
+            ),
+            Some(executor::ImageCheck::Differs) => println!(
+                "           the default image: ANOTHER BUILD (its content id differs from here: `docker save` it here and `docker load` it there)"
+            ),
+            None => {}
+        }
     }
     println!("{} alive nodes, {slots} repairbench slots", checks.iter().filter(|c| c.node.alive).count());
     if slots < 1.0 {

@@ -11,7 +11,7 @@ pub mod package;
 pub mod ray;
 mod run;
 
-pub use check::{check, glibc_version, NodeCheck};
+pub use check::{check, glibc_version, ImageCheck, NodeCheck};
 pub use run::{model_flags, run_id, units, worker_entrypoint, Admission, RayRun, Unit, WORKER_EXE};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -69,6 +69,16 @@ impl Package {
 
     /// Adds every file under `dir` as `prefix/RELATIVE`, in name order.
     pub fn add_dir(&mut self, prefix: &str, dir: &Path) -> Result<(), PackageError> {
+        self.add_dir_except(prefix, dir, &|_| false)
+    }
+
+    /// Adds every file under `dir` as `prefix/RELATIVE`, in name order, but those `skip` names.
+    pub fn add_dir_except(
+        &mut self,
+        prefix: &str,
+        dir: &Path,
+        skip: &dyn Fn(&Path) -> bool,
+    ) -> Result<(), PackageError> {
         let read = |path: &Path| {
             std::fs::read_dir(path).map_err(|source| PackageError::Read { path: path.to_owned(), source })
         };
@@ -77,8 +87,8 @@ impl Package {
         for path in entries {
             let name = format!("{prefix}/{}", path.file_name().unwrap_or_default().to_string_lossy());
             if path.is_dir() {
-                self.add_dir(&name, &path)?;
-            } else if path.is_file() {
+                self.add_dir_except(&name, &path, skip)?;
+            } else if path.is_file() && !skip(&path) {
                 self.add_file(&name, &path, false)?;
             }
         }
@@ -95,8 +105,30 @@ impl Package {
         format!("_ray_pkg_{}.zip", self.hash.hex_prefix(16))
     }
 
-    /// The zip, with fixed times so the same files give the same bytes.
+    /// The zip, with fixed times so the same files give the same bytes; refused over
+    /// [`RAY_PACKAGE_LIMIT`].
     pub fn zip(&self) -> Result<Vec<u8>, PackageError> {
+        let zipped = self.zip_any_size()?;
+        if zipped.len() as u64 > RAY_PACKAGE_LIMIT {
+            return Err(PackageError::TooLarge {
+                size_mib: zipped.len() as u64 >> 20,
+                limit_mib: RAY_PACKAGE_LIMIT >> 20,
+                why: "its executable and inputs are too large to travel".into(),
+            });
+        }
+        Ok(zipped)
+    }
+
+    /// Whether the zip stays within [`RAY_PACKAGE_LIMIT`]: by the stored bytes when they are
+    /// under it (deflate never grows them by much), else by zipping.
+    pub fn fits(&self) -> Result<bool, PackageError> {
+        if self.size + (1 << 20) <= RAY_PACKAGE_LIMIT {
+            return Ok(true);
+        }
+        Ok(self.zip_any_size()?.len() as u64 <= RAY_PACKAGE_LIMIT)
+    }
+
+    fn zip_any_size(&self) -> Result<Vec<u8>, PackageError> {
         let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
         for (name, content, executable) in &self.files {
             let options = zip::write::SimpleFileOptions::default()
@@ -115,15 +147,7 @@ impl Package {
             };
             writer.write_all(&bytes).map_err(|e| PackageError::Zip(e.into()))?;
         }
-        let zipped = writer.finish().map_err(PackageError::Zip)?.into_inner();
-        if zipped.len() as u64 > RAY_PACKAGE_LIMIT {
-            return Err(PackageError::TooLarge {
-                size_mib: zipped.len() as u64 >> 20,
-                limit_mib: RAY_PACKAGE_LIMIT >> 20,
-                why: "leave the repositories out of the dataset folder and let workers fetch them (--repos on shared storage, or --url-template)".into(),
-            });
-        }
-        Ok(zipped)
+        Ok(writer.finish().map_err(PackageError::Zip)?.into_inner())
     }
 }
 

@@ -307,6 +307,17 @@ pub async fn grade<S: Sandbox + 'static>(
     let mut views = FinalWriter::new(|run: &RunRecords<InstanceResult>| {
         reports::write_views(&GradeReport::from_run(run), &out)
     });
+    // On a cluster the package is made first: repository bundles that stay here leave the
+    // tasks, and so their fingerprints, before those are computed.
+    let shipment = match &grader {
+        Grader::Ray(grading) => {
+            let shipment = remote::package(grading, plan, &mut work)?;
+            let repositories = shipment.manifest_entry(&plan.repos, &plan.url_template);
+            reports::add_to_manifest(&plan.out, "repositories", &repositories).map_err(RunError::Report)?;
+            Some(shipment)
+        }
+        Grader::Local(_) => None,
+    };
     let mut subscribers = Fanout::new(vec![&mut report_json, &mut views, reporter]);
     let mut kernel = Kernel::open("swe grade", &plan.out.join("results.jsonl"), plan.force, &mut subscribers)
         .map_err(RunError::Report)?;
@@ -324,7 +335,8 @@ pub async fn grade<S: Sandbox + 'static>(
         Grader::Ray(grading) => {
             // The coordinator waits on the cluster: the runtime's other tasks go on meanwhile.
             let dispatched = tokio::task::block_in_place(|| {
-                remote::grade_on_ray(&grading, &mut kernel, todo, &work, plan)
+                let shipment = shipment.as_ref().expect("made above for a cluster");
+                remote::grade_on_ray(&grading, &mut kernel, todo, shipment, plan)
             })?;
             reports::add_to_manifest(&plan.out, "executor", &grading.manifest_entry(&dispatched))
                 .map_err(RunError::Report)?;

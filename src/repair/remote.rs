@@ -13,13 +13,13 @@ use base64::Engine as _;
 
 use super::{error_result, GradePlan, InstanceResult, RunError};
 use crate::executor::frame::FrameWriter;
-use crate::executor::package::Package;
+use crate::executor::package::{Package, PackageError, RAY_PACKAGE_LIMIT};
 use crate::executor::{
     units, worker_entrypoint, Admission, DispatchReport, ExecutorError, RayRun, UnitWork, WORKER_EXE,
 };
 use crate::kernel::fingerprint::Fingerprint;
 use crate::kernel::Kernel;
-use crate::tasks::{safe_name, Prediction, SweTask};
+use crate::tasks::{safe_name, Prediction, SweTask, BUNDLE_FILE};
 
 /// Where the package's parts are, inside it.
 const PREDICTIONS: &str = "predictions.jsonl";
@@ -29,18 +29,76 @@ fn package_error(source: crate::executor::package::PackageError) -> RunError {
     RunError::Executor(ExecutorError::Package(source))
 }
 
-/// The executable and the dataset as given (a file or a folder), and the dataset's path in it.
-fn dataset_package(exe: &Path, dataset: &Path) -> Result<(Package, String), RunError> {
-    let mut package = Package::new();
-    package.add_file(WORKER_EXE, exe, true).map_err(package_error)?;
+/// What a run sends: the package, the dataset's path in it, and whether the dataset's
+/// repository bundles are in it.
+pub(super) struct Shipment {
+    package: Package,
+    dataset: String,
+    bundles_in_package: bool,
+}
+
+impl Shipment {
+    /// The manifest's `repositories`: whether the bundles travelled, else where workers
+    /// fetched the repositories.
+    pub(super) fn manifest_entry(
+        &self,
+        repos: &Option<PathBuf>,
+        url_template: &Option<String>,
+    ) -> serde_json::Value {
+        serde_json::json!({
+            "in_package": self.bundles_in_package,
+            "fetched_by_workers_from": (!self.bundles_in_package).then(|| repo_flags(repos, url_template)),
+        })
+    }
+}
+
+/// The executable and the dataset as given (a file or a folder). A folder's repository
+/// bundles travel with it unless they would take the package over Ray's limit; then they
+/// stay here and workers fetch each repository where `--repos`/`--url-template` say (the
+/// run is refused when neither is given).
+fn dataset_package(
+    exe: &Path,
+    dataset: &Path,
+    repos: &Option<PathBuf>,
+    url_template: &Option<String>,
+) -> Result<Shipment, RunError> {
     let name = dataset.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
     let inside = format!("dataset/{name}");
-    if dataset.is_dir() {
-        package.add_dir(&inside, dataset).map_err(package_error)?;
-    } else {
-        package.add_file(&inside, dataset, false).map_err(package_error)?;
+    let build = |bundles: bool| -> Result<Package, RunError> {
+        let mut package = Package::new();
+        package.add_file(WORKER_EXE, exe, true).map_err(package_error)?;
+        if dataset.is_dir() {
+            let is_bundle = |path: &Path| !bundles && path.file_name().is_some_and(|n| n == BUNDLE_FILE);
+            package.add_dir_except(&inside, dataset, &is_bundle).map_err(package_error)?;
+        } else {
+            package.add_file(&inside, dataset, false).map_err(package_error)?;
+        }
+        Ok(package)
+    };
+    let whole = build(true)?;
+    if whole.fits().map_err(package_error)? {
+        return Ok(Shipment { package: whole, dataset: inside, bundles_in_package: true });
     }
-    Ok((package, inside))
+    let lean = build(false)?;
+    if lean.size() == whole.size() {
+        // No bundles to leave out: the executable and inputs alone are too large.
+        return Ok(Shipment { package: whole, dataset: inside, bundles_in_package: true });
+    }
+    if repos.is_none() && url_template.is_none() {
+        return Err(package_error(PackageError::TooLarge {
+            size_mib: whole.size() >> 20,
+            limit_mib: RAY_PACKAGE_LIMIT >> 20,
+            why: format!(
+                "the dataset's repository bundles take {} MiB; let workers fetch the repositories instead (--repos DIR on storage they share, or --url-template)",
+                (whole.size() - lean.size()) >> 20
+            ),
+        }));
+    }
+    tracing::info!(
+        "the repository bundles ({} MiB) stay here: workers fetch the repositories themselves",
+        (whole.size() - lean.size()) >> 20
+    );
+    Ok(Shipment { package: lean, dataset: inside, bundles_in_package: false })
 }
 
 /// Where workers find repositories (`--repos`, `--url-template`), as the coordinator does.
@@ -56,21 +114,28 @@ fn repo_flags(repos: &Option<PathBuf>, url_template: &Option<String>) -> Vec<Str
 }
 
 /// The package: the executable, the dataset, every prediction of the run's work (not only
-/// what is left, so a rerun finds the same package) and the settings.
-fn package(
+/// what is left, so a rerun finds the same package) and the settings. When the repository
+/// bundles stay here, `work`'s tasks lose theirs too, so the fingerprints computed here are
+/// the ones workers compute.
+pub(super) fn package(
     grading: &RayRun,
     plan: &GradePlan,
-    work: &[(SweTask, Prediction)],
-) -> Result<(Package, String), RunError> {
-    let (mut package, dataset) = dataset_package(&grading.exe, &plan.dataset)?;
+    work: &mut [(SweTask, Prediction)],
+) -> Result<Shipment, RunError> {
+    let mut shipment = dataset_package(&grading.exe, &plan.dataset, &plan.repos, &plan.url_template)?;
+    if !shipment.bundles_in_package {
+        for (task, _) in work.iter_mut() {
+            task.bundle = None;
+        }
+    }
     let mut predictions = String::new();
-    for (_, prediction) in work {
+    for (_, prediction) in work.iter() {
         predictions.push_str(&serde_json::to_string(prediction).unwrap_or_default());
         predictions.push('\n');
     }
-    package.add_bytes(PREDICTIONS, predictions.into_bytes());
-    package.add_bytes(SETTINGS, serde_json::to_vec_pretty(&plan.settings).unwrap_or_default());
-    Ok((package, dataset))
+    shipment.package.add_bytes(PREDICTIONS, predictions.into_bytes());
+    shipment.package.add_bytes(SETTINGS, serde_json::to_vec_pretty(&plan.settings).unwrap_or_default());
+    Ok(shipment)
 }
 
 /// Stores what comes back: checked against the fingerprints computed here.
@@ -117,12 +182,13 @@ pub(super) fn grade_on_ray(
     grading: &RayRun,
     kernel: &mut Kernel<'_, InstanceResult>,
     todo: Vec<((SweTask, Prediction), Fingerprint)>,
-    work: &[(SweTask, Prediction)],
+    shipment: &Shipment,
     plan: &GradePlan,
 ) -> Result<DispatchReport, RunError> {
-    let (package, dataset) = package(grading, plan, work)?;
-    let mut entrypoint: Vec<String> =
-        ["./repairbench", "worker", "grade", "--dataset", &dataset].into_iter().map(str::to_owned).collect();
+    let mut entrypoint: Vec<String> = ["./repairbench", "worker", "grade", "--dataset", &shipment.dataset]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     entrypoint.extend(["--predictions".into(), PREDICTIONS.into(), "--settings".into(), SETTINGS.into()]);
     entrypoint.extend(repo_flags(&plan.repos, &plan.url_template));
     let units = units(
@@ -135,8 +201,10 @@ pub(super) fn grade_on_ray(
         todo.into_iter().map(|((task, _), fingerprint)| (task.instance_id, fingerprint)).collect();
     let admission = Admission::new(expected.iter().map(|(id, f)| (id.clone(), f.to_json())).collect());
     let mut collect = Collect { kernel, admission, out: plan.out.clone(), entrypoint };
-    let report =
-        grading.executor.dispatch(plan.force, &package, units, &mut collect).map_err(RunError::Executor)?;
+    let report = grading
+        .executor
+        .dispatch(plan.force, &shipment.package, units, &mut collect)
+        .map_err(RunError::Executor)?;
     for unfinished in &report.unfinished {
         if collect.admission.is_stored(&unfinished.key) {
             continue;
@@ -204,7 +272,8 @@ pub(super) fn infer_on_ray(
     plan: &super::infer::InferPlan,
     model: &crate::model::ModelInfo,
 ) -> Result<Vec<Prediction>, RunError> {
-    let (mut package, dataset) = dataset_package(&cluster.ray.exe, &plan.dataset)?;
+    let Shipment { mut package, dataset, .. } =
+        dataset_package(&cluster.ray.exe, &plan.dataset, &plan.repos, &plan.url_template)?;
     let settings =
         InferSettings { prompt: plan.prompt.clone(), max_tokens: plan.max_tokens, sampling: plan.sampling };
     package.add_bytes(SETTINGS, serde_json::to_vec_pretty(&settings).unwrap_or_default());

@@ -120,7 +120,21 @@ pub fn check_cluster(url: &str) -> Result<Vec<crate::executor::NodeCheck>, Pipel
         .output()
         .ok()
         .and_then(|o| crate::executor::glibc_version(String::from_utf8_lossy(&o.stdout).lines().next()?));
-    Ok(crate::executor::check(&client, Duration::from_secs(60), glibc)?)
+    // The default image built here, if any: each node must hold the very same one.
+    let image = match Session::connect() {
+        Ok(session) => session
+            .runtime
+            .block_on(images::built_default_image(session.sandbox.docker()))
+            .map_err(PipelineError::DefaultImage)?,
+        Err(e) => {
+            tracing::warn!(
+                "no Docker engine here, so the nodes' images are not compared: {}",
+                crate::error_chain(&e)
+            );
+            None
+        }
+    };
+    Ok(crate::executor::check(&client, Duration::from_secs(60), glibc, image.as_ref())?)
 }
 
 /// Asks the kernel to send this process SIGTERM when its parent dies (Linux), so a worker

@@ -406,6 +406,19 @@ pub async fn prune_images(docker: &Docker, all: bool) -> Result<PruneReport, Ima
     Ok(report)
 }
 
+/// The default image's tag and content id when this engine has it built (nothing is built).
+pub async fn built_default_image(docker: &Docker) -> Result<Option<(String, String)>, ImageError> {
+    if !image_exists(docker, &base_tag()).await? {
+        return Ok(None);
+    }
+    let tag = ensure_default_layer_tag(docker, &base_tag()).await?;
+    match docker.inspect_image(&tag).await {
+        Ok(image) => Ok(image.id.map(|id| (tag, id))),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
+        Err(e) => Err(ImageError::Api { op: "inspect image", source: e }),
+    }
+}
+
 /// The tag the default layer would have on `base`, without building it.
 async fn ensure_default_layer_tag(docker: &Docker, base: &str) -> Result<String, ImageError> {
     let parent_id =
