@@ -1,6 +1,7 @@
 //! What sending work to Ray costs: the bundled issues graded with gold, locally with 2
 //! workers and on a real Ray cluster with 2 worker nodes of 1 slot each (started here, on
-//! loopback addresses), every instance computed each round (`--force`). Prints both medians,
+//! loopback addresses), every instance computed each round (`--force`), with one and three
+//! instances per job and with two jobs queued at Ray beyond the slots. Prints the medians,
 //! their ratio, and Ray's own floor per job: the time from submitting a job that does nothing
 //! to Ray reporting it finished. Images are built, and the package uploaded, before timing.
 //!
