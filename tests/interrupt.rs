@@ -191,7 +191,11 @@ async fn a_kill_9_run_is_reaped_by_the_next_command_and_its_container_would_stop
     assert!(!left.is_empty(), "the killed run could not clean up, so its container is still there");
     for c in &left {
         let cmd = c.command.clone().unwrap_or_default();
-        let lifetime = cmd.strip_prefix("sleep ").and_then(|s| s.parse::<f64>().ok());
+        // An environment sleeps its lifetime; a service runs under `timeout -s KILL LIFETIME`.
+        let lifetime = cmd
+            .strip_prefix("sleep ")
+            .or_else(|| cmd.strip_prefix("timeout -s KILL "))
+            .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
         assert!(lifetime.is_some_and(|s| s <= 3600.0), "the main process must end by itself: {cmd:?}");
     }
     // The next start of the same command removes them (empty patches make no container).
