@@ -52,13 +52,14 @@ impl Shipment {
     }
 }
 
-/// The executable and the dataset as given (a file or a folder). A folder's repository
-/// bundles travel with it unless they would take the package over Ray's limit; then they
-/// stay here and workers fetch each repository where `--repos`/`--url-template` say (the
-/// run is refused when neither is given).
+/// The executable, the dataset as given (a file or a folder) and the run's own `files`. A
+/// folder's repository bundles travel with it unless they would take the package over Ray's
+/// limit; then they stay here and workers fetch each repository where
+/// `--repos`/`--url-template` say (the run is refused when neither is given).
 fn dataset_package(
     exe: &Path,
     dataset: &Path,
+    files: &[(&str, Vec<u8>)],
     repos: &Option<PathBuf>,
     url_template: &Option<String>,
 ) -> Result<Shipment, RunError> {
@@ -72,6 +73,9 @@ fn dataset_package(
             package.add_dir_except(&inside, dataset, &is_bundle).map_err(package_error)?;
         } else {
             package.add_file(&inside, dataset, false).map_err(package_error)?;
+        }
+        for (name, bytes) in files {
+            package.add_bytes(name, bytes.clone());
         }
         Ok(package)
     };
@@ -122,19 +126,21 @@ pub(super) fn package(
     plan: &GradePlan,
     work: &mut [(SweTask, Prediction)],
 ) -> Result<Shipment, RunError> {
-    let mut shipment = dataset_package(&grading.exe, &plan.dataset, &plan.repos, &plan.url_template)?;
-    if !shipment.bundles_in_package {
-        for (task, _) in work.iter_mut() {
-            task.bundle = None;
-        }
-    }
     let mut predictions = String::new();
     for (_, prediction) in work.iter() {
         predictions.push_str(&serde_json::to_string(prediction).unwrap_or_default());
         predictions.push('\n');
     }
-    shipment.package.add_bytes(PREDICTIONS, predictions.into_bytes());
-    shipment.package.add_bytes(SETTINGS, serde_json::to_vec_pretty(&plan.settings).unwrap_or_default());
+    let files = [
+        (PREDICTIONS, predictions.into_bytes()),
+        (SETTINGS, serde_json::to_vec_pretty(&plan.settings).unwrap_or_default()),
+    ];
+    let shipment = dataset_package(&grading.exe, &plan.dataset, &files, &plan.repos, &plan.url_template)?;
+    if !shipment.bundles_in_package {
+        for (task, _) in work.iter_mut() {
+            task.bundle = None;
+        }
+    }
     Ok(shipment)
 }
 
@@ -272,11 +278,11 @@ pub(super) fn infer_on_ray(
     plan: &super::infer::InferPlan,
     model: &crate::model::ModelInfo,
 ) -> Result<Vec<Prediction>, RunError> {
-    let Shipment { mut package, dataset, .. } =
-        dataset_package(&cluster.ray.exe, &plan.dataset, &plan.repos, &plan.url_template)?;
     let settings =
         InferSettings { prompt: plan.prompt.clone(), max_tokens: plan.max_tokens, sampling: plan.sampling };
-    package.add_bytes(SETTINGS, serde_json::to_vec_pretty(&settings).unwrap_or_default());
+    let files = [(SETTINGS, serde_json::to_vec_pretty(&settings).unwrap_or_default())];
+    let Shipment { package, dataset, .. } =
+        dataset_package(&cluster.ray.exe, &plan.dataset, &files, &plan.repos, &plan.url_template)?;
     let mut entrypoint: Vec<String> =
         ["./repairbench", "worker", "infer", "--dataset", &dataset, "--settings", SETTINGS]
             .map(String::from)
