@@ -36,25 +36,50 @@ pub enum ImageCheck {
 const PROBE: &str = "docker version --format 'docker {{.Server.Version}}' 2>&1 | tail -1; \
 git --version 2>&1; ldd --version 2>&1 | head -1";
 
+/// The probe's last line: a log without it was read before it was whole.
+const PROBE_END: &str = "end of probe";
+
 /// The probe's line for the image `tag`: its content id, or what the engine said.
 const IMAGE_LINE: &str = "image ";
 
 fn probe_command(image: Option<&(String, String)>) -> String {
     match image.and_then(|(tag, _)| crate::shell::quote(tag).ok()) {
         Some(tag) => format!(
-            "{PROBE}; echo \"{IMAGE_LINE}$(docker image inspect --format '{{{{.Id}}}}' {tag} 2>/dev/null || echo missing)\""
+            "{PROBE}; echo \"{IMAGE_LINE}$(docker image inspect --format '{{{{.Id}}}}' {tag} 2>/dev/null || echo missing)\"; echo '{PROBE_END}'"
         ),
-        None => PROBE.to_owned(),
+        None => format!("{PROBE}; echo '{PROBE_END}'"),
     }
 }
 
 /// What the probe's log says of the image whose content id is `id`.
-fn image_check(probe: &str, id: &str) -> ImageCheck {
-    match probe.lines().find_map(|l| l.strip_prefix(IMAGE_LINE)) {
-        Some(there) if there == id => ImageCheck::Same,
-        Some(there) if there.starts_with("sha256:") => ImageCheck::Differs,
-        _ => ImageCheck::Missing,
+/// `None` where the log has no image line (it came back incomplete).
+fn image_check(probe: &str, id: &str) -> Option<ImageCheck> {
+    let there = probe.lines().find_map(|l| l.strip_prefix(IMAGE_LINE))?;
+    Some(if there == id {
+        ImageCheck::Same
+    } else if there.starts_with("sha256:") {
+        ImageCheck::Differs
+    } else {
+        ImageCheck::Missing
+    })
+}
+
+/// A finished probe's log. Ray can answer a job's logs with nothing for a moment after the job
+/// ends (the driver's log is read from its node's agent), so an empty or partial log is asked
+/// for again, a few times, before the node is judged by it.
+fn finished_log(client: &RayClient, id: &str) -> String {
+    let mut log = String::new();
+    for attempt in 0..20 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        log = client.logs(id).unwrap_or_default();
+        if log.lines().any(|l| l == PROBE_END) {
+            return log;
+        }
     }
+    log.push_str("\nthe probe's log came back incomplete (it did not reach its last line)\n");
+    log
 }
 
 /// `(major, minor)` of the last `N.N` in `ldd --version`'s first line.
@@ -102,7 +127,7 @@ pub fn check(
         loop {
             let info = client.job(id)?;
             if info.status.is_terminal() {
-                found.insert(node_id.clone(), client.logs(id).unwrap_or_default());
+                found.insert(node_id.clone(), finished_log(client, id));
                 break;
             }
             if started.elapsed() > timeout {
@@ -113,17 +138,20 @@ pub fn check(
             std::thread::sleep(Duration::from_millis(300));
         }
     }
+    let image_asked = image.is_some();
     Ok(nodes
         .into_iter()
         .map(|node| {
             let log = found.remove(&node.node_id);
-            let image = log.as_deref().zip(image).map(|(log, (_, id))| image_check(log, id));
+            let whole = log.as_deref().is_some_and(|l| l.lines().any(|l| l == PROBE_END));
+            let image = log.as_deref().zip(image).and_then(|(log, (_, id))| image_check(log, id));
             let probe = log.map(|log| {
                 log.lines()
                     .filter(|l| {
                         !l.contains("INFO")
                             && !l.starts_with("Running entrypoint")
                             && !l.starts_with(IMAGE_LINE)
+                            && *l != PROBE_END
                     })
                     .collect::<Vec<_>>()
                     .join("; ")
@@ -133,10 +161,11 @@ pub fn check(
                     let docker = p.split("; ").any(|l| l.starts_with("docker ") && !l.contains("rror"));
                     let libc = matches!((glibc_version(p), glibc), (Some(there), Some(here)) if there >= here)
                         || (glibc.is_none() && glibc_version(p).is_some());
-                    docker
+                    whole
+                        && docker
                         && p.contains("git version")
                         && libc
-                        && image.as_ref().is_none_or(|i| *i == ImageCheck::Same)
+                        && (!image_asked || image == Some(ImageCheck::Same))
                 }
                 None => node.slots == 0.0,
             };
@@ -155,11 +184,12 @@ mod tests {
         let command = probe_command(Some(&image));
         assert!(command.starts_with(PROBE) && command.contains("docker image inspect"), "{command}");
         assert!(command.contains("repairbench/python:ab12"), "{command}");
-        assert_eq!(probe_command(None), PROBE);
+        assert_eq!(probe_command(None), format!("{PROBE}; echo '{PROBE_END}'"));
         let log = |line: &str| format!("docker 28.2.2\ngit version 2.47.3\n{line}\n");
-        assert_eq!(image_check(&log("image sha256:1111"), "sha256:1111"), ImageCheck::Same);
-        assert_eq!(image_check(&log("image sha256:2222"), "sha256:1111"), ImageCheck::Differs);
-        assert_eq!(image_check(&log("image missing"), "sha256:1111"), ImageCheck::Missing);
-        assert_eq!(image_check(&log(""), "sha256:1111"), ImageCheck::Missing);
+        assert_eq!(image_check(&log("image sha256:1111"), "sha256:1111"), Some(ImageCheck::Same));
+        assert_eq!(image_check(&log("image sha256:2222"), "sha256:1111"), Some(ImageCheck::Differs));
+        assert_eq!(image_check(&log("image missing"), "sha256:1111"), Some(ImageCheck::Missing));
+        // A log cut short says nothing of the image.
+        assert_eq!(image_check(&log(""), "sha256:1111"), None);
     }
 }
