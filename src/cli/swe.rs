@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use repairbench::grade::Verdict;
 use repairbench::model::Sampling;
 use repairbench::repair::infer::InferPlan;
 use repairbench::repair::{self, GradePlan, GradeReport, GradeSettings};
@@ -271,10 +272,21 @@ fn infer_plan(data: &DatasetArgs, options: &ModelOptions, out: &std::path::Path)
 
 pub(super) fn print_summary(report: &GradeReport, out: &std::path::Path) {
     let s = &report.summary;
-    println!("{} instances: {} resolved ({:.1}%)", s.total, s.resolved, 100.0 * s.resolved_rate);
-    for (verdict, count) in &s.verdicts {
-        if *count > 0 {
-            println!("  {verdict:<20} {count}");
+    let (low, high) = repairbench::stats::wilson_95(s.resolved, s.total);
+    println!(
+        "{} instances: {} resolved ({:.1}%, 95% interval {:.1}–{:.1}%)",
+        s.total,
+        s.resolved,
+        100.0 * s.resolved_rate,
+        100.0 * low,
+        100.0 * high
+    );
+    for verdict in Verdict::ALL {
+        match s.verdicts.get(verdict.as_str()) {
+            Some(count) if *count > 0 => {
+                println!("  {count:>4} {}", repairbench::report::glossed(verdict.as_str(), verdict.gloss()))
+            }
+            _ => {}
         }
     }
     if !s.apply_methods.is_empty() {

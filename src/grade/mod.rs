@@ -140,6 +140,19 @@ impl Verdict {
         Self::Error,
     ];
 
+    /// What the verdict means, in a few words, for the console's first mention of it.
+    pub fn gloss(self) -> &'static str {
+        match self {
+            Self::Resolved => "every FAIL_TO_PASS and PASS_TO_PASS test passed",
+            Self::Unresolved => "the tests ran, but a required test failed",
+            Self::EmptyPatch => "the model's answer contained no diff",
+            Self::PatchApplyFailed => "the patch did not apply to the repository",
+            Self::Timeout => "the tests ran past the time limit",
+            Self::EnvError => "the environment could not run the tests; not the patch's fault",
+            Self::Error => "repairbench itself failed on it; a rerun grades it again",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Resolved => "resolved",

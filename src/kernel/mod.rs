@@ -16,7 +16,7 @@ pub mod store;
 use self::fingerprint::Fingerprint;
 use self::scheduler::{run_pool, PoolError};
 use self::store::{ResultStore, Resume, ResumeSummary, StoredRecord};
-use crate::report::{ReportError, Reporter, ResultEvent, RunRecords, Skipped};
+use crate::report::{ReportError, Reporter, ResultEvent, RunRecords, Skipped, Tally};
 
 /// One run: its store, its reporters, and the records finished so far (reused or new).
 pub struct Kernel<'a, R: StoredRecord> {
@@ -149,15 +149,15 @@ impl<'a, R: StoredRecord + Clone + Send> Kernel<'a, R> {
         self.store.summary()
     }
 
-    /// Announces the end with the counts `count` makes of all records, and returns what the run
+    /// Announces the end with the tally `count` makes of all records, and returns what the run
     /// ended with: the same records and skipped inputs the subscribers were shown.
     pub fn finish_with(
         mut self,
-        count: impl Fn(&BTreeMap<String, R>) -> BTreeMap<String, usize>,
+        count: impl Fn(&BTreeMap<String, R>) -> Tally,
     ) -> Result<RunRecords<R>, ReportError> {
-        let counts = count(&self.finished);
+        let Tally { counts, words } = count(&self.finished);
         let elapsed_s = self.started.elapsed().as_secs_f64();
-        self.report(&ResultEvent::RunFinished { counts: counts.clone(), elapsed_s })?;
+        self.report(&ResultEvent::RunFinished { counts: counts.clone(), words, elapsed_s })?;
         Ok(RunRecords { records: self.finished, skipped: self.skipped, counts, elapsed_s })
     }
 }
@@ -197,7 +197,12 @@ mod tests {
                 )
                 .unwrap();
         }
-        let returned = kernel.finish_with(|records| BTreeMap::from([("n".into(), records.len())])).unwrap();
+        let returned = kernel
+            .finish_with(|records| Tally {
+                counts: BTreeMap::from([("n".into(), records.len())]),
+                words: String::new(),
+            })
+            .unwrap();
         assert_eq!(returned.counts["n"], 3);
         drop(subscribers);
         drop(final_file);

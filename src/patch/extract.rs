@@ -20,6 +20,20 @@ pub enum ExtractMethod {
     None,
 }
 
+impl ExtractMethod {
+    /// Where in the answer the diff was found, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::PatchTags => "between <patch> tags",
+            Self::DiffFence => "in a diff code fence",
+            Self::BareDiff => "as a bare diff",
+            Self::SearchReplace => "as search/replace blocks",
+            Self::WholeFile => "as whole rewritten files",
+            Self::None => "none",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Extracted {
     pub patch: String,

@@ -14,9 +14,9 @@ use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::kernel::store::StoredRecord;
 use crate::kernel::Kernel;
 use crate::model::{GenerateRequest, LanguageModel, Prompt, Sampling};
-use crate::patch::{self, extract};
+use crate::patch::{self, extract, extract::ExtractMethod};
 use crate::repair::RunError;
-use crate::report::{Reporter, ResultEvent};
+use crate::report::{Reporter, ResultEvent, Tally};
 use crate::tasks::prompt::{self, PromptSettings, Retrieval};
 use crate::tasks::{self, repos, Prediction, RepoLocator, Skipped, SweTask};
 
@@ -53,6 +53,29 @@ pub struct InferSummary {
 }
 
 impl InferSummary {
+    /// The answers written now, in words: how many contained a diff, and where it was found.
+    fn tally(&self) -> Tally {
+        let counts: BTreeMap<String, usize> = self.extraction_methods.clone();
+        let answers: usize = counts.values().sum();
+        let found: Vec<String> = counts
+            .iter()
+            .filter(|(method, _)| method.as_str() != "none")
+            .map(|(method, n)| {
+                let how = serde_json::from_value::<ExtractMethod>(serde_json::json!(method))
+                    .map_or_else(|_| method.clone(), |m| m.describe().to_owned());
+                format!("{n} {how}")
+            })
+            .collect();
+        let with_diff = answers - counts.get("none").copied().unwrap_or(0);
+        let mut words = format!("patches: {with_diff} of {answers} answer(s) contained a diff");
+        match (found.is_empty(), answers - with_diff) {
+            (true, none) => words.push_str(&format!(" ({none} had none)")),
+            (false, 0) => words.push_str(&format!(" ({})", found.join(", "))),
+            (false, none) => words.push_str(&format!(" ({}; {none} had none)", found.join(", "))),
+        }
+        Tally { counts, words }
+    }
+
     /// Counts a prediction written now.
     fn count(&mut self, prediction: &Prediction) {
         let (method, has_patch) = outcome_of(prediction);
@@ -274,7 +297,7 @@ pub fn infer_with(
             kernel.finish_item(prediction, &outcome, success).map_err(RunError::Report)?;
         }
     }
-    let methods = summary.extraction_methods.clone();
-    kernel.finish_with(|_| methods.clone().into_iter().collect()).map_err(RunError::Report)?;
+    let tally = summary.tally();
+    kernel.finish_with(|_| tally.clone()).map_err(RunError::Report)?;
     Ok(summary)
 }

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::grade::{self, Resolution, StatusMap, StatusSource, TestsStatus, Verdict};
 use crate::patch::{protect::Tampering, ApplyMethod};
-use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
+use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords, Tally};
 use crate::sandbox::{EnvSpec, Limits, Sandbox};
 use crate::tasks::{self, Prediction, PredictionSource, RepoLocator, Skipped, SweTask};
 
@@ -375,7 +375,14 @@ fn finish_grade(kernel: Kernel<'_, InstanceResult>) -> Result<GradeReport, RunEr
         for r in records.values() {
             *counts.entry(r.verdict.as_str().to_owned()).or_default() += 1;
         }
-        counts
+        let parts: Vec<String> = Verdict::ALL
+            .iter()
+            .filter_map(|v| {
+                counts.get(v.as_str()).map(|n| format!("{n} {}", report::glossed(v.as_str(), v.gloss())))
+            })
+            .collect();
+        let words = format!("graded {} instance(s): {}", records.len(), parts.join(", "));
+        Tally { counts, words }
     };
     let run = kernel.finish_with(verdict_counts).map_err(RunError::Report)?;
     Ok(GradeReport::from_run(&run))

@@ -31,6 +31,16 @@ pub struct InstanceValidation {
     pub pass_to_pass_failing_unpatched: Vec<String>,
 }
 
+/// How a gold patch's problem begins; every other problem shows without any patch.
+const GOLD_PROBLEM: &str = "gold does not resolve it";
+
+impl InstanceValidation {
+    /// The problems the tree shows without any patch (the gold patch's own are left out).
+    pub fn unpatched_problems(&self) -> Vec<&str> {
+        self.problems.iter().map(String::as_str).filter(|p| !p.starts_with(GOLD_PROBLEM)).collect()
+    }
+}
+
 /// `validation.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ValidationReport {
@@ -47,7 +57,7 @@ pub fn judge(gold: &InstanceResult, unpatched: &InstanceResult) -> InstanceValid
     let mut problems = Vec::new();
     if !gold.resolved {
         let why = gold.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
-        problems.push(format!("gold does not resolve it ({}){why}", gold.verdict.as_str()));
+        problems.push(format!("{GOLD_PROBLEM} ({}){why}", gold.verdict.as_str()));
     }
     let ran = matches!(unpatched.verdict, Verdict::Resolved | Verdict::Unresolved);
     if !ran {

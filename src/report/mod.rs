@@ -7,6 +7,7 @@
 //! shows it.
 
 pub mod html;
+pub mod index;
 pub mod junit;
 pub mod markdown;
 pub mod svg;
@@ -54,8 +55,33 @@ pub enum ResultEvent<R> {
     ItemSkipped(Skipped),
     RunFinished {
         counts: BTreeMap<String, usize>,
+        /// The same counts in words, saying what was counted (see [`Tally`]).
+        #[serde(default)]
+        words: String,
         elapsed_s: f64,
     },
+}
+
+/// How a run's records add up: counts by outcome for files and reporters, and one sentence
+/// for people that says what was counted (`patches: 1 of 11 answers contained a diff (10 had
+/// none)`, not `none 10, patch_tags 1`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    pub counts: BTreeMap<String, usize>,
+    pub words: String,
+}
+
+/// `name` followed by its gloss the first time this process shows it on the console
+/// (`empty_patch (the model's answer contained no diff)`), plain `name` after that: a verdict
+/// keeps the name it has in the files, and a reader learns it once.
+pub fn glossed(name: &str, gloss: &str) -> String {
+    static SHOWN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let first = SHOWN.lock().map(|mut shown| shown.insert(name.to_owned())).unwrap_or(false);
+    match first && !gloss.is_empty() {
+        true => format!("{name} ({gloss})"),
+        false => name.to_owned(),
+    }
 }
 
 /// An input record that was left out, and why.
@@ -266,15 +292,18 @@ impl<R: Send> Reporter<R> for ConsoleProgress {
                 let id = instance_id.as_deref().map(|i| format!(" ({i})")).unwrap_or_default();
                 self.say(format!("skipped {location}{id}: {reason}"));
             }
-            ResultEvent::RunFinished { counts, elapsed_s } => {
+            ResultEvent::RunFinished { counts, words, elapsed_s } => {
                 self.bar.finish_and_clear();
                 if self.quiet {
                     return Ok(());
                 }
-                let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                match parts.is_empty() {
-                    true => eprintln!("done in {elapsed_s:.1}s: nothing to do"),
-                    false => eprintln!("done in {elapsed_s:.1}s: {}", parts.join(", ")),
+                match (counts.is_empty(), words.is_empty()) {
+                    (true, _) => eprintln!("done in {elapsed_s:.1}s: nothing to do"),
+                    (false, false) => eprintln!("done in {elapsed_s:.1}s: {words}"),
+                    (false, true) => {
+                        let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                        eprintln!("done in {elapsed_s:.1}s: {}", parts.join(", "))
+                    }
                 }
             }
         }
@@ -348,7 +377,7 @@ where
             }
             ResultEvent::ItemSkipped(skipped) => self.skipped.push(skipped.clone()),
             ResultEvent::ItemStarted { .. } => {}
-            ResultEvent::RunFinished { counts, elapsed_s } => {
+            ResultEvent::RunFinished { counts, elapsed_s, .. } => {
                 let done = RunRecords {
                     records: std::mem::take(&mut self.records),
                     skipped: std::mem::take(&mut self.skipped),

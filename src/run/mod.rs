@@ -7,5 +7,7 @@ mod cluster;
 pub mod config;
 pub mod folder;
 pub mod images;
+pub mod index;
+pub mod main_job;
 pub mod pipeline;
 pub mod regenerate;

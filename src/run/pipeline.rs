@@ -6,18 +6,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{Engine, LanguageModel, ModelError, ModelInfo, Sampling};
+use crate::model::{Engine, LanguageModel, ModelError, ModelInfo};
 use crate::report::{ConsoleProgress, Reporter};
 use crate::sandbox::{images, DockerSandbox, ImageError, SandboxError};
 use crate::suites::{self, EvalOptions, EvalSummary, Suite, SuiteError, SuiteKind};
-use crate::tasks::prompt::PromptSettings;
 use crate::tasks::PredictionSource;
 
 pub use super::cluster::{
     check_cluster, eval_worker, grade_worker, infer_worker, model_worker_flags, Executor,
 };
 use super::cluster::{connect_cluster, eval_worker_args};
-use super::config::RunConfig;
 use crate::kernel::interrupt;
 use crate::repair::infer::{self, InferPlan, InferSummary};
 use crate::repair::{self, GradePlan, GradeReport, GradeSettings};
@@ -40,6 +38,8 @@ pub enum PipelineError {
         #[source]
         source: ImageError,
     },
+    #[error("writing the run's index.html")]
+    Index(#[source] Box<crate::report::ReportError>),
     #[error("loading model {model}")]
     Model {
         model: String,
@@ -223,7 +223,34 @@ pub fn grade(mut plan: GradePlan, executor: &Executor) -> Result<GradeReport, Pi
     let session = Session::start(grade_env_lifetime(&plan.settings))?;
     let requested = Some(plan.settings.image.clone());
     (plan.settings.image, plan.settings.image_id) = session.image(requested.as_deref())?;
-    grade_on(&session, &plan, cluster)
+    let report = grade_on(&session, &plan, cluster)?;
+    write_grade_index("repairbench swe grade", &plan, &report, None)?;
+    Ok(report)
+}
+
+/// The `index.html` of a grading run's folder; `model` when the model ran in this run.
+fn write_grade_index(
+    title: &str,
+    plan: &GradePlan,
+    report: &GradeReport,
+    model: Option<&ModelInfo>,
+) -> Result<(), PipelineError> {
+    let patches = match &plan.predictions {
+        PredictionSource::Gold => "the dataset's gold patches".to_owned(),
+        PredictionSource::Empty => "no patch".to_owned(),
+        PredictionSource::File(path) => path.display().to_string(),
+    };
+    let mut facts =
+        vec![("patches".to_owned(), patches), ("dataset".to_owned(), plan.dataset.display().to_string())];
+    facts.extend(model.map(super::index::model_facts).unwrap_or_default());
+    let configuration = serde_json::json!({
+        "dataset": plan.dataset,
+        "settings": plan.settings,
+        "model": plan.extra_manifest.get("model"),
+        "inference": plan.extra_manifest.get("inference"),
+    });
+    super::index::write_single(&plan.out, title, facts, &configuration, super::index::repair_part(report, ""))
+        .map_err(|source| PipelineError::Index(Box::new(source)))
 }
 
 /// Grades `plan` here or on `cluster`.
@@ -332,10 +359,12 @@ pub fn swe_run(mut plan: SweRunPlan) -> Result<GradeReport, PipelineError> {
             "sampling": plan.infer.sampling,
         }),
     );
-    grade_on(&session, &plan.grade, cluster)
+    let report = grade_on(&session, &plan.grade, cluster)?;
+    write_grade_index("repairbench swe run", &plan.grade, &report, Some(&info))?;
+    Ok(report)
 }
 
-fn to_json(value: &impl serde::Serialize) -> serde_json::Value {
+pub(super) fn to_json(value: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }
 
@@ -356,7 +385,7 @@ pub const DEFAULT_CODE_WORKERS: usize = 2;
 /// How long a code-suite container may live: far beyond any batch's budget.
 pub(super) const CODE_ENV_LIFETIME: Duration = Duration::from_secs(2 * 3600);
 
-fn code_runner(
+pub(super) fn code_runner(
     session: &Session,
     workers: usize,
 ) -> Result<suites::SandboxCodeRunner<DockerSandbox>, PipelineError> {
@@ -373,7 +402,25 @@ pub fn eval(plan: EvalPlan) -> Result<EvalSummary, PipelineError> {
         plan.options.out.join("samples.jsonl").display()
     ));
     let cluster = cluster.map(|ray| suites::ClusterEval { ray, args: eval_worker_args(&plan) });
-    eval_with(&plan, &mut ConsoleProgress::new(), cluster.as_ref())
+    let summary = eval_with(&plan, &mut ConsoleProgress::new(), cluster.as_ref())?;
+    let model = &summary.config["model"];
+    let facts = match model.is_null() {
+        true => vec![("model".to_owned(), "none (completions given, or the canonical solutions)".to_owned())],
+        false => vec![
+            ("model source".to_owned(), model["source"].as_str().unwrap_or_default().to_owned()),
+            ("model sha256".to_owned(), model["sha256"].as_str().unwrap_or_default().to_owned()),
+        ],
+    };
+    let title = format!("repairbench eval {}", summary.suite);
+    super::index::write_single(
+        &plan.options.out,
+        &title,
+        facts,
+        &summary.config,
+        super::index::suite_part(&summary, ""),
+    )
+    .map_err(|source| PipelineError::Index(Box::new(source)))?;
+    Ok(summary)
 }
 
 pub(super) fn eval_with(
@@ -397,78 +444,4 @@ pub(super) fn eval_with(
         reporter,
         cluster,
     )?)
-}
-
-/// What `repairbench run` produced.
-pub struct DefaultRunReport {
-    pub repair: GradeReport,
-    pub repair_out: PathBuf,
-    pub humaneval: EvalSummary,
-}
-
-/// `repairbench run`: the model repairs the configured issues, solves a HumanEval slice,
-/// then every patch is graded. `workers` (REPAIRBENCH_SANDBOX_WORKERS) replaces both the
-/// instances graded at once and the programs run side by side.
-pub fn run_default(
-    config: &RunConfig,
-    out: &Path,
-    workers: Option<usize>,
-) -> Result<DefaultRunReport, PipelineError> {
-    if !config.repair.dataset.exists() {
-        return Err(PipelineError::NoDataset(config.repair.dataset.clone()));
-    }
-    let timeout = crate::deadline::timeout_secs(config.repair.timeout_s).map_err(PipelineError::Config)?;
-    let repair_out = out.join("repair");
-    create_dir(&repair_out)?;
-    let mut settings = GradeSettings::new(String::new());
-    settings.timeout = timeout;
-    settings.workers = workers.unwrap_or(settings.workers);
-    let session = Session::start(grade_env_lifetime(&settings).max(CODE_ENV_LIFETIME))?;
-    (settings.image, settings.image_id) = session.image(None)?;
-    let sampling = Sampling { seed: config.seed, ..Sampling::GREEDY };
-    let mut model = load_model(&ModelChoice::local(Some(config.model.clone())))?;
-    let info: ModelInfo = model.info().clone();
-
-    // 1. The model writes a patch for each sample issue.
-    let predictions = repair_out.join("predictions.jsonl");
-    let infer_plan = InferPlan {
-        dataset: config.repair.dataset.clone(),
-        repos: None,
-        url_template: None,
-        cache_dir: crate::env::cache_dir(),
-        out: predictions.clone(),
-        prompt: PromptSettings {
-            retrieval: config.repair.retrieval,
-            max_files: config.repair.max_files,
-            max_file_chars: config.repair.max_file_chars,
-        },
-        max_tokens: config.repair.max_tokens,
-        sampling,
-        force: false,
-        only: None,
-    };
-    infer(model.as_mut(), &infer_plan)?;
-
-    // 2. The same model solves a slice of HumanEval; completions run in the sandbox.
-    let runner = code_runner(&session, workers.unwrap_or(DEFAULT_CODE_WORKERS))?;
-    let humaneval =
-        suites::humaneval_slice(model.as_mut(), &runner, config.humaneval.limit, &out.join("humaneval"))?;
-    drop((runner, model));
-
-    // 3. Each patch is graded in the sandbox.
-    let mut plan = GradePlan {
-        dataset: config.repair.dataset.clone(),
-        predictions: PredictionSource::File(predictions),
-        repos: None,
-        url_template: None,
-        cache_dir: crate::env::cache_dir(),
-        out: repair_out.clone(),
-        settings,
-        extra_manifest: Default::default(),
-        force: false,
-    };
-    plan.extra_manifest.insert("model".into(), to_json(&info));
-    plan.extra_manifest.insert("run_config".into(), to_json(config));
-    let repair = grade_in(&session, &plan)?;
-    Ok(DefaultRunReport { repair, repair_out, humaneval })
 }

@@ -87,6 +87,9 @@ pub struct EvalSummary {
     #[serde(default)]
     pub recomputed: BTreeMap<String, usize>,
     pub out_dir: PathBuf,
+    /// Every record of the run by key (not written: `samples.jsonl` holds them).
+    #[serde(skip)]
+    pub records: BTreeMap<String, SampleRecord>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SuiteError + '_ {
@@ -330,7 +333,8 @@ pub fn evaluate_with(
             }
         }
     }
-    let run_records = kernel.finish_with(count_outcomes).map_err(SuiteError::Report)?;
+    let run_records =
+        kernel.finish_with(|records| count_outcomes(kind, records)).map_err(SuiteError::Report)?;
     let Aggregate { metrics, groups } = aggregate_run(&run_records.records, &seeds, &doc_ids);
     let summary = EvalSummary {
         suite: suite.def.name.clone(),
@@ -344,6 +348,7 @@ pub fn evaluate_with(
         resumed,
         recomputed,
         out_dir: opts.out.clone(),
+        records: run_records.records,
     };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut manifest = serde_json::json!({
@@ -375,9 +380,10 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), SuiteError> 
 }
 
 /// The slice of HumanEval the top-level `repairbench run` shows: the first `limit` problems,
-/// one greedy sample each, executed in the sandbox through `runner`.
+/// one greedy sample each from `model` (`None`: the canonical solutions), executed in the
+/// sandbox through `runner`.
 pub fn humaneval_slice(
-    model: &mut dyn LanguageModel,
+    model: Option<&mut dyn LanguageModel>,
     runner: &dyn CodeRunner,
     limit: usize,
     out: &Path,
@@ -386,5 +392,6 @@ pub fn humaneval_slice(
     let mut opts = EvalOptions::new(out);
     opts.limit = Some(limit);
     opts.code_batch = limit.max(1);
-    evaluate(&suite, &opts, Some(model), Some(runner))
+    opts.canonical = model.is_none();
+    evaluate(&suite, &opts, model, Some(runner))
 }

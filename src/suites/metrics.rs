@@ -102,6 +102,20 @@ fn combine(per_seed: &[Single]) -> MetricResult {
     }
 }
 
+/// What a metric measures, in a few words, for the console's first mention of it.
+pub fn gloss(metric: &str) -> &'static str {
+    match metric {
+        "acc" => "share of items whose highest-likelihood option is the gold one",
+        "acc_norm" => "the same, with each option's log-likelihood divided by its length",
+        "harness_errors" => "programs the sandbox could not judge (infrastructure); must be 0",
+        "timeout_rate" => "share of samples that ran past their time limit",
+        "wrong_rate" => "share of samples that ran and failed their tests",
+        m if m.starts_with("pass@") => "chance that at least one of k samples passes (unbiased estimate)",
+        m if m.starts_with("exact_match") => "share of answers equal to the reference after extraction",
+        _ => "",
+    }
+}
+
 /// Aggregates records grouped by seed (seeds in the order given).
 pub fn aggregate(per_seed: &[(u64, Vec<&SampleRecord>)]) -> Aggregate {
     let seeds: Vec<_> = per_seed.iter().map(|(_, recs)| one_seed(recs)).collect();

@@ -9,10 +9,11 @@ use std::path::Path;
 
 use crate::report::junit::{self, Case, CaseOutcome};
 use crate::report::markdown::table;
-use crate::report::{write_text_atomic, FinalWriter, ReportError, Reporter, RunRecords};
+use crate::report::{write_text_atomic, FinalWriter, ReportError, Reporter, RunRecords, Tally};
 
 use super::metrics::{aggregate_run, Aggregate};
 use super::record::SampleRecord;
+use super::SuiteKind;
 
 /// The metric a suite is judged by: pass@1, acc or exact_match, whichever it has, else its
 /// first `exact_match_*` metric, else its first metric.
@@ -36,13 +37,19 @@ pub fn outcome_label(record: &SampleRecord) -> (String, bool) {
     }
 }
 
-pub fn count_outcomes(records: &BTreeMap<String, SampleRecord>) -> BTreeMap<String, usize> {
+/// Items right and wrong by their first metric, and the same in words for a suite of `kind`.
+pub fn count_outcomes(kind: SuiteKind, records: &BTreeMap<String, SampleRecord>) -> Tally {
     let mut counts = BTreeMap::new();
     for record in records.values() {
         let (_, success) = outcome_label(record);
         *counts.entry(if success { "right" } else { "wrong" }.to_owned()).or_default() += 1;
     }
-    counts
+    let right = counts.get("right").copied().unwrap_or(0);
+    let words = match kind {
+        SuiteKind::Code => format!("{right} of {} program(s) passed their tests", records.len()),
+        _ => format!("{right} of {} answer(s) right", records.len()),
+    };
+    Tally { counts, words }
 }
 
 /// `report.md`.

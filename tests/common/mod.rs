@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests (`mod common;`); each test binary uses some of them.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod cli;
 pub mod llama;
 pub mod ray;

@@ -230,7 +230,17 @@ pub async fn harvest<S: Sandbox + 'static>(
             for r in records.values() {
                 *counts.entry(r.reason.clone().unwrap_or_else(|| "kept".into())).or_default() += 1;
             }
-            counts
+            let kept = counts.get("kept").copied().unwrap_or(0);
+            let dropped: Vec<String> = counts
+                .iter()
+                .filter(|(r, _)| r.as_str() != "kept")
+                .map(|(r, n)| format!("{n} {r}"))
+                .collect();
+            let mut words = format!("{kept} of {} commit(s) became tasks", records.len());
+            if !dropped.is_empty() {
+                words.push_str(&format!("; left out: {}", dropped.join(", ")));
+            }
+            crate::report::Tally { counts, words }
         })
         .map_err(RunError::Report)?;
     Ok(run.records.into_values().collect())
