@@ -125,6 +125,28 @@ fn eval_summary_on_the_mmlu_fixture() {
         &String::from_utf8_lossy(&output.stdout),
         &[(&out, "[OUT]")]
     ));
+    assert_index(&out, "suite-mmlu-headline", "acc 0.2000");
+}
+
+/// The run folder's `index.html` in the browser: the part's headline, the model and machine,
+/// and links that reach files of the folder.
+fn assert_index(out: &Path, headline_id: &str, headline: &str) {
+    let index = out.join("index.html");
+    let html = std::fs::read_to_string(&index).unwrap();
+    common::browser::assert_self_contained(&html);
+    let dom = common::browser::load(&index, "");
+    let shown = common::browser::text_of(&dom, headline_id);
+    assert!(shown.starts_with(headline), "{shown}");
+    assert!(dom.contains("CPU"), "{dom}");
+    let hrefs: Vec<String> = regex::Regex::new(r#"href="([^"]+)""#)
+        .unwrap()
+        .captures_iter(&html)
+        .map(|c| c[1].to_owned())
+        .collect();
+    assert_eq!(hrefs.len(), 3, "{hrefs:?}");
+    for href in hrefs {
+        assert!(out.join(&href).is_file(), "index.html links to {href}, which is not there");
+    }
 }
 
 #[test]
@@ -141,4 +163,5 @@ fn swe_grade_summary_of_gold_patches() {
         &String::from_utf8_lossy(&output.stdout),
         &[(&out, "[OUT]")]
     ));
+    assert_index(&out, "repair-headline", "1 of 1 resolved (100.0%)");
 }
