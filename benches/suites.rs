@@ -26,11 +26,8 @@ fn main() -> anyhow::Result<()> {
     for doc in &test {
         let item = choice_item(&suite, doc, 0)?;
         let context = build_prompt(&suite, &pool, doc, Some(&item), 2, 0)?;
-        let requests: Vec<ScoreRequest> = item
-            .continuations
-            .iter()
-            .map(|c| ScoreRequest { context: context.clone(), continuation: format!(" {c}") })
-            .collect();
+        let requests: Vec<ScoreRequest> =
+            item.continuations.iter().map(|c| ScoreRequest::new(context.clone(), format!(" {c}"))).collect();
         items.push(requests);
     }
     let context_tokens: usize = items.iter().map(|r| r[0].context.len()).sum::<usize>() / items.len();

@@ -23,6 +23,9 @@ pub const RAY_AUTH_TOKEN: &str = "RAY_AUTH_TOKEN";
 /// The Python environment holding Ray's command line tool (`ray`), for the tests and
 /// `scripts/setup` (default: `$REPAIRBENCH_CACHE/ray-venv`).
 pub const RAY_VENV: &str = "REPAIRBENCH_RAY_VENV";
+/// The Python environment holding pinned `transformers` and `tokenizers`, in which the tests
+/// load an exported tokenizer (default: `$REPAIRBENCH_CACHE/hf-venv`).
+pub const HF_VENV: &str = "REPAIRBENCH_HF_VENV";
 /// Log filter for `tracing` (e.g. `repairbench=debug`).
 pub const LOG: &str = "REPAIRBENCH_LOG";
 /// Directory with the suite definitions (`suites/*.toml`); default: the source tree's `harness/`.

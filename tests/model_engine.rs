@@ -4,8 +4,8 @@
 use std::sync::OnceLock;
 
 use repairbench::model::{
-    ChatMessage, Engine, FinishReason, GenerateRequest, LanguageModel, ModelError, Prompt, Sampling,
-    ScoreRequest, DEFAULT_MODEL,
+    Boundary, ChatMessage, Engine, FinishReason, GenerateRequest, LanguageModel, ModelError, Prompt,
+    Sampling, ScoreOutput, ScoreRequest, DEFAULT_MODEL,
 };
 
 fn engine() -> &'static Engine {
@@ -130,7 +130,7 @@ fn scores_agree_with_generation() {
         assert_eq!(positions[prompt_len - 1 + i].argmax, token, "position {i}");
     }
     // And scoring the generated text as a continuation says it is greedy.
-    let request = ScoreRequest { context: prompt.into(), continuation: generated.sequences[0].text.clone() };
+    let request = ScoreRequest::new(prompt, generated.sequences[0].text.clone());
     let scored = e.score_requests(&[request]).unwrap().remove(0);
     let scored_ids: Vec<u32> = scored.tokens.iter().map(|t| t.id).collect();
     assert_eq!(&scored_ids, tokens);
@@ -146,10 +146,8 @@ fn scores_agree_with_generation() {
 fn shared_prefix_reuse_gives_the_same_numbers() {
     let e = engine();
     let context = "Question: Which planet is known as the red planet?\nAnswer:";
-    let requests: Vec<ScoreRequest> = [" Mars", " Venus", " Jupiter", " Saturn"]
-        .iter()
-        .map(|c| ScoreRequest { context: context.into(), continuation: (*c).into() })
-        .collect();
+    let requests: Vec<ScoreRequest> =
+        [" Mars", " Venus", " Jupiter", " Saturn"].iter().map(|c| ScoreRequest::new(context, *c)).collect();
     let together = e.score_requests(&requests).unwrap();
     for (request, shared) in requests.iter().zip(&together) {
         let alone = e.score_requests(std::slice::from_ref(request)).unwrap().remove(0);
@@ -163,16 +161,32 @@ fn shared_prefix_reuse_gives_the_same_numbers() {
 }
 
 #[test]
-fn boundary_merges_move_tokens_to_the_continuation() {
-    // "\n" + "    x" tokenizes with "\n    " as one token: the continuation's tokens are those
-    // after the longest prefix shared with the context's tokens.
+fn the_boundary_rules_differ_only_where_a_token_spans_the_end_of_the_context() {
     let e = engine();
-    let out = e
-        .score_requests(&[ScoreRequest { context: "def f():\n".into(), continuation: "    return 1".into() }])
-        .unwrap();
-    let text: String = out[0].tokens.iter().map(|t| t.text.as_str()).collect();
-    assert!(text.ends_with("    return 1"), "{text:?}");
-    assert!(out[0].sum_logprob < 0.0);
+    let scored = |context: &str, continuation: &str, boundary: Boundary| {
+        let request = ScoreRequest { boundary, ..ScoreRequest::new(context, continuation) };
+        e.score_requests(&[request])
+    };
+    let text = |out: &ScoreOutput| out.tokens.iter().map(|t| t.text.as_str()).collect::<String>();
+    // lm-eval moves the context's trailing newline into the continuation and scores it;
+    // first-difference scores from the first token that differs ("\n    " is one token).
+    let lm_eval = scored("def f():\n", "    return 1", Boundary::LmEval).unwrap().remove(0);
+    assert_eq!(text(&lm_eval), "\n    return 1");
+    let first = scored("def f():\n", "    return 1", Boundary::FirstDifference).unwrap().remove(0);
+    assert!(text(&first).ends_with("    return 1"), "{:?}", text(&first));
+    // Trailing whitespace moved is the same request as whitespace already in the continuation.
+    let moved = scored("Answer: ", "B", Boundary::LmEval).unwrap().remove(0);
+    let plain = scored("Answer:", " B", Boundary::LmEval).unwrap().remove(0);
+    assert_eq!((text(&moved), moved.sum_logprob), (text(&plain), plain.sum_logprob));
+    // Where nothing spans the end, the two rules give the same log-likelihood.
+    let other = scored("Answer:", " B", Boundary::FirstDifference).unwrap().remove(0);
+    assert_eq!(other.sum_logprob, plain.sum_logprob);
+    // A continuation inside the context's last word: " cats" is one token, so under lm-eval no
+    // token is left after the context's own; first-difference scores the whole word.
+    let err = scored("The cat", "s", Boundary::LmEval).unwrap_err();
+    assert!(matches!(err, ModelError::EmptyContinuation(_)), "{err}");
+    let word = scored("The cat", "s", Boundary::FirstDifference).unwrap().remove(0);
+    assert_eq!(text(&word), " cats");
 }
 
 #[test]
@@ -183,11 +197,9 @@ fn bad_requests_are_clear_errors() {
     let long = "word ".repeat(9000);
     let err = e.generate_text(&text_request(&long, 4, Sampling::GREEDY, 1)).unwrap_err();
     assert!(err.to_string().contains("context length"), "{err}");
-    let err =
-        e.score_requests(&[ScoreRequest { context: long.clone(), continuation: " end".into() }]).unwrap_err();
+    let err = e.score_requests(&[ScoreRequest::new(long.clone(), " end")]).unwrap_err();
     assert!(matches!(err, ModelError::ContextTooLong { .. }), "{err}");
-    let err =
-        e.score_requests(&[ScoreRequest { context: "abc".into(), continuation: String::new() }]).unwrap_err();
+    let err = e.score_requests(&[ScoreRequest::new("abc", String::new())]).unwrap_err();
     assert!(matches!(err, ModelError::EmptyContinuation(_)), "{err}");
     let err = e.logprobs_for_tokens(&[1, 999_999], 1).unwrap_err();
     assert!(err.to_string().contains("999999"), "{err}");
@@ -200,7 +212,6 @@ fn trait_object_serves_generate_and_score() {
     assert!(rendered.contains("<|im_start|>user\nhi<|im_end|>"), "{rendered:?}");
     let out = model.generate(&text_request("Hello", 2, Sampling::GREEDY, 1)).unwrap();
     assert_eq!(out.sequences[0].tokens.len(), 2);
-    let scores =
-        model.score(&[ScoreRequest { context: "Hello".into(), continuation: " world".into() }]).unwrap();
+    let scores = model.score(&[ScoreRequest::new("Hello", " world")]).unwrap();
     assert_eq!(scores[0].tokens.len(), 1);
 }

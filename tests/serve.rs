@@ -86,10 +86,10 @@ fn the_openai_backend_through_serve_matches_the_local_engine() {
 
     // Log-likelihoods through echo + logprobs.
     let scores = [
-        ScoreRequest { context: "The capital of France is".into(), continuation: " Paris".into() },
-        ScoreRequest { context: "Question: What is 7 times 8?\nAnswer:".into(), continuation: " B".into() },
+        ScoreRequest::new("The capital of France is", " Paris"),
+        ScoreRequest::new("Question: What is 7 times 8?\nAnswer:", " B"),
         // A boundary no token spans: where one does, engines split it differently.
-        ScoreRequest { context: "def add(a, b):".into(), continuation: "\n    return a + b\n".into() },
+        ScoreRequest::new("def add(a, b):", "\n    return a + b\n"),
     ];
     let (here, there) = (local.score(&scores).unwrap(), remote.score(&scores).unwrap());
     for ((a, b), request) in here.iter().zip(&there).zip(&scores) {
@@ -274,9 +274,7 @@ fn a_server_without_prompt_logprobs_is_refused_by_name() {
     });
     let mut model = OpenAiModel::connect(&base, RemoteSettings::default()).unwrap();
     assert_eq!(model.info().name.as_deref(), Some("plain"));
-    let error = model
-        .score(&[ScoreRequest { context: "a".into(), continuation: " b".into() }])
-        .expect_err("no prompt log-probabilities");
+    let error = model.score(&[ScoreRequest::new("a", " b")]).expect_err("no prompt log-probabilities");
     let text = repairbench::error_chain(&error);
     assert!(text.contains("prompt log-probabilities") && text.contains("/completions"), "{text}");
 }

@@ -29,6 +29,10 @@ pub struct EvalArgs {
     /// Grade the suite's reference solutions (code suites), to check the suite and sandbox.
     #[arg(long, conflicts_with = "samples")]
     pub canonical: bool,
+    /// Multiple-choice suites: which tokens are a scored option's where one spans the end of
+    /// the prompt: lm-eval (lm-evaluation-harness's rule) or first-difference.
+    #[arg(long, default_value = "lm-eval", value_parser = repairbench::model::Boundary::parse_name)]
+    pub boundary: repairbench::model::Boundary,
     /// Code suites: items whose programs share one container.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
@@ -67,6 +71,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
             canonical: args.canonical,
             force: args.force,
             only: None,
+            boundary: args.boundary,
         },
         model: args.model.choice(),
         workers,

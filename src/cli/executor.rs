@@ -160,6 +160,8 @@ pub struct WorkerEvalArgs {
     samples: Option<PathBuf>,
     #[arg(long)]
     canonical: bool,
+    #[arg(long, default_value = "lm-eval", value_parser = repairbench::model::Boundary::parse_name)]
+    boundary: repairbench::model::Boundary,
     #[arg(long)]
     shots: Option<usize>,
     #[arg(long, value_delimiter = ',')]
@@ -225,6 +227,7 @@ fn run_eval_worker(args: WorkerEvalArgs) -> anyhow::Result<u8> {
             data: Some(args.data),
             samples: args.samples,
             canonical: args.canonical,
+            boundary: args.boundary,
             shots: args.shots,
             seeds: args.seeds,
             code_batch: args.batch.max(1),

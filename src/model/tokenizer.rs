@@ -22,6 +22,7 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence as PreSequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{
     AddedToken, DecoderWrapper, NormalizerWrapper, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer,
 };
@@ -122,6 +123,48 @@ impl TextTokenizer {
 
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
+    }
+
+    /// Writes this tokenizer as Hugging Face's three files in `dir`: `tokenizer.json` (the same
+    /// model, normalizer, pre-tokenizer and special tokens, with BOS prepended by its post
+    /// processor when the model asks for it), `tokenizer_config.json` (special tokens, chat
+    /// template, `max_length`) and `special_tokens_map.json`. Tools that need a Hugging Face
+    /// tokenizer (lm-evaluation-harness) then encode as this one does, offline.
+    pub fn export(&self, dir: &Path, chat_template: Option<&str>, max_length: usize) -> Result<()> {
+        let err = |path: &Path, what: String| tok_err(path, what);
+        std::fs::create_dir_all(dir).map_err(|e| err(dir, e.to_string()))?;
+        let mut inner = self.inner.clone();
+        if let (true, Some(bos), Some(id)) = (self.add_bos, &self.bos_token, self.bos_id) {
+            let template = TemplateProcessing::builder()
+                .try_single(format!("{bos} $A"))
+                .and_then(|b| b.try_pair(format!("{bos} $A {bos} $B:1")))
+                .map_err(|e| err(dir, e.to_string()))?
+                .special_tokens(vec![(bos.clone(), id)])
+                .build()
+                .map_err(|e| err(dir, e.to_string()))?;
+            inner.with_post_processor(Some(template));
+        }
+        let json = dir.join("tokenizer.json");
+        inner.save(&json, true).map_err(|e| err(&json, e.to_string()))?;
+        let specials = serde_json::json!({"bos_token": self.bos_token, "eos_token": self.eos_token});
+        let mut config = serde_json::json!({
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            "add_bos_token": self.add_bos,
+            "add_eos_token": false,
+            "clean_up_tokenization_spaces": false,
+            "model_max_length": max_length,
+        });
+        if let Some(template) = chat_template {
+            config["chat_template"] = serde_json::json!(template);
+        }
+        for (name, value) in [("tokenizer_config.json", config), ("special_tokens_map.json", specials)] {
+            let path = dir.join(name);
+            let text = serde_json::to_string_pretty(&value).map_err(|e| err(&path, e.to_string()))?;
+            std::fs::write(&path, text + "\n").map_err(|e| err(&path, e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// Token ids of `text`, special tokens in the text recognised, no BOS.

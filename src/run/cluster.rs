@@ -183,6 +183,7 @@ pub(super) fn eval_worker_args(plan: &EvalPlan) -> Vec<String> {
     if options.canonical {
         args.push("--canonical".into());
     }
+    args.extend(["--boundary".into(), options.boundary.as_str().into()]);
     args
 }
 

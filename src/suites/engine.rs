@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::fingerprint::{Fingerprint, FingerprintBuilder};
 use crate::kernel::Kernel;
-use crate::model::LanguageModel;
+use crate::model::{Boundary, LanguageModel};
 use crate::report::{ConsoleProgress, Fanout, FinalWriter, Reporter, RunRecords};
 
 use super::code::CodeRunner;
@@ -50,6 +50,8 @@ pub struct EvalOptions {
     pub force: bool,
     /// Only the items with these keys (`SEED:DOC_ID`): a cluster worker's unit.
     pub only: Option<BTreeSet<String>>,
+    /// Multiple-choice suites: which tokens are a scored option's.
+    pub boundary: Boundary,
 }
 
 impl EvalOptions {
@@ -65,6 +67,7 @@ impl EvalOptions {
             canonical: false,
             force: false,
             only: None,
+            boundary: Boundary::default(),
         }
     }
 }
@@ -210,6 +213,8 @@ pub fn evaluate_with(
         data_hashes.push((p.clone(), file_sha256(p)?));
     }
     let model_info = model.as_ref().map(|m| m.info().clone());
+    // Only scored options depend on the boundary rule.
+    let boundary = (kind == SuiteKind::MultipleChoice).then(|| opts.boundary.as_str());
     let config = serde_json::json!({
         "suite": suite.def.name,
         "suite_file": suite.path,
@@ -220,6 +225,7 @@ pub fn evaluate_with(
         "shots": shots,
         "generation": suite.generation(),
         "canonical": opts.canonical,
+        "boundary": boundary,
         "samples_file": match &opts.samples { Some(p) => Some(serde_json::json!({"path": p, "sha256": file_sha256(p)?})), None => None },
         "model": model_info.as_ref().map(|m| serde_json::json!({"source": m.source, "sha256": m.sha256})),
     });
@@ -232,6 +238,7 @@ pub fn evaluate_with(
         "shots": shots,
         "samples_sha256": config["samples_file"].get("sha256"),
         "canonical": opts.canonical,
+        "boundary": boundary,
         "model_sha256": model_info.as_ref().map(|m| m.sha256.clone()),
     });
     // Image tags are hashes of their inputs, so the tag names the environment exactly.
@@ -242,6 +249,7 @@ pub fn evaluate_with(
         .value("shots", &shots)
         .value("samples", &fingerprint["samples_sha256"])
         .value("canonical", &opts.canonical)
+        .value("boundary", &boundary)
         .value("model", &fingerprint["model_sha256"])
         .value("image", &run_image);
     let item_fingerprint = |doc: &Doc| run_parts.clone().id("row", &row_sha256(doc)).finish();
@@ -294,7 +302,7 @@ pub fn evaluate_with(
         executor = Some(cluster.ray.manifest_entry(&report));
     }
     let todo = if cluster.is_some() { Vec::new() } else { todo };
-    let mut run = Run { suite, pool, shots, model, runner, completions };
+    let mut run = Run { suite, pool, shots, boundary: opts.boundary, model, runner, completions };
     // Each record is stored as soon as it exists, so a crash keeps it.
     let mut keep =
         |kernel: &mut Kernel<'_, SampleRecord>, mut record: SampleRecord, fingerprint: &Fingerprint| {

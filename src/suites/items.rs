@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{
-    ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest,
+    Boundary, ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest,
 };
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
@@ -49,6 +49,8 @@ pub(super) struct Run<'a, 'm> {
     pub(super) suite: &'a Suite,
     pub(super) pool: Vec<Doc>,
     pub(super) shots: usize,
+    /// Which tokens are a scored option's (multiple choice).
+    pub(super) boundary: Boundary,
     pub(super) model: Option<&'m mut dyn LanguageModel>,
     pub(super) runner: Option<&'a dyn CodeRunner>,
     pub(super) completions: Option<HashMap<String, Vec<String>>>,
@@ -85,7 +87,11 @@ impl Run<'_, '_> {
         let requests: Vec<ScoreRequest> = item
             .continuations
             .iter()
-            .map(|c| ScoreRequest { context: context.clone(), continuation: format!("{delimiter}{c}") })
+            .map(|c| ScoreRequest {
+                context: context.clone(),
+                continuation: format!("{delimiter}{c}"),
+                boundary: self.boundary,
+            })
             .collect();
         let scored = self
             .model()

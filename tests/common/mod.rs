@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod cli;
+pub mod gguf;
 pub mod llama;
 pub mod ray;
 pub mod sandbox;
