@@ -142,7 +142,8 @@ fn arc_gold_by_label_and_hellaswag_cleanup() {
     let d = docs(&hs, "hellaswag/test.jsonl");
     let item = choice_item(&hs, &d[2], 0).unwrap();
     assert_eq!(item.gold, 0);
-    assert_eq!(item.continuations[0], "Spread butter on one side of each slice.");
+    // As lm-evaluation-harness cleans it: trimmed first, so "[step] " leaves its space.
+    assert_eq!(item.continuations[0], " Spread butter on one side of each slice.");
     let prompt = build_prompt(&hs, &d, &d[2], Some(&item), 0, 0).unwrap();
     assert_eq!(prompt, "Making a sandwich: How to make a sandwich. Lay out two slices of bread.");
     assert_eq!(choice_item(&hs, &d[0], 0).unwrap().gold, 3);

@@ -194,6 +194,13 @@ impl Engine {
         let text = match prompt {
             Prompt::Text(t) => t.clone(),
             Prompt::Chat(messages) => self.render_chat_text(messages)?,
+            Prompt::Tokens(ids) => {
+                if ids.is_empty() {
+                    return Err(ModelError::EmptyPrompt);
+                }
+                self.check_ids(ids)?;
+                return Ok((self.tokenizer.decode(ids)?, ids.clone()));
+            }
         };
         if text.is_empty() {
             return Err(ModelError::EmptyPrompt);

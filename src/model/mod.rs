@@ -47,6 +47,9 @@ pub enum Prompt {
     Text(String),
     /// Messages rendered through the model's chat template, with the generation prompt added.
     Chat(Vec<ChatMessage>),
+    /// Token ids, read as they are (nothing added): a client that tokenized the text itself,
+    /// as lm-evaluation-harness does.
+    Tokens(Vec<u32>),
 }
 
 /// A request for one or more sampled continuations of one prompt.

@@ -251,6 +251,8 @@ impl OpenAiModel {
             prompt_text: match &request.prompt {
                 Prompt::Text(text) => text.clone(),
                 Prompt::Chat(messages) => self.render_chat(messages)?,
+                // The server alone knows the text of its token ids.
+                Prompt::Tokens(_) => String::new(),
             },
             prompt_tokens: usage("prompt_tokens") as usize,
             sequences: done.into_iter().map(|(g, _)| g).collect(),
@@ -283,6 +285,10 @@ impl OpenAiModel {
             }
             Prompt::Text(text) => {
                 body["prompt"] = json!(text);
+                ("/completions", "/choices/0/text")
+            }
+            Prompt::Tokens(ids) => {
+                body["prompt"] = json!(ids);
                 ("/completions", "/choices/0/text")
             }
         };

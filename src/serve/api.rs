@@ -145,9 +145,29 @@ impl Common {
     }
 }
 
+/// `/v1/completions`' prompt: text, texts, token ids, or lists of token ids (OpenAI's four
+/// forms; lm-evaluation-harness sends ids it tokenized itself).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum PromptInput {
+    Text(OneOrMany),
+    Tokens(Vec<u32>),
+    ManyTokens(Vec<Vec<u32>>),
+}
+
+impl PromptInput {
+    fn into_vec(self) -> Vec<Prompt> {
+        match self {
+            Self::Text(texts) => texts.into_vec().into_iter().map(Prompt::Text).collect(),
+            Self::Tokens(ids) => vec![Prompt::Tokens(ids)],
+            Self::ManyTokens(many) => many.into_iter().map(Prompt::Tokens).collect(),
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct CompletionRequest {
-    prompt: OneOrMany,
+    prompt: PromptInput,
     #[serde(default)]
     echo: bool,
     logprobs: Option<usize>,
@@ -210,7 +230,7 @@ pub async fn models(State(served): State<Arc<Served>>) -> Json<Value> {
 fn pieces(engine: &Engine, ids: &[u32]) -> Result<(Vec<String>, Vec<usize>), ModelError> {
     let tokenizer = engine.tokenizer();
     // A BOS the tokenizer added is not part of the prompt's text.
-    let skip = usize::from(tokenizer.add_bos && !ids.is_empty());
+    let skip = usize::from(tokenizer.add_bos && ids.first().is_some_and(|id| Some(*id) == tokenizer.bos_id));
     let lead = tokenizer.decode(&ids[..skip])?.chars().count();
     let mut texts = Vec::with_capacity(ids.len());
     let mut offsets = Vec::with_capacity(ids.len());
@@ -281,8 +301,8 @@ pub async fn completions(
     }
     let mut prepared = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        let generate = request.common.request(Prompt::Text(prompt.clone()), 16);
-        let (_, ids) = served.engine.prompt_tokens(&generate.prompt)?;
+        let generate = request.common.request(prompt, 16);
+        let (prompt, ids) = served.engine.prompt_tokens(&generate.prompt)?;
         let max = served.engine.info().context_length;
         if ids.len() + generate.max_tokens > max {
             return Err(ModelError::ContextTooLong {
@@ -320,10 +340,12 @@ pub async fn completions(
         for (prompt, ids, generations) in generated {
             prompt_tokens += ids.len();
             for generation in generations {
-                let generated = text_tokens(engine, &generation);
-                completion_tokens += generated.len();
+                completion_tokens += text_tokens(engine, &generation).len();
+                // Every generated token has its log-probability, an end-of-sequence one too:
+                // clients that score an echoed prompt (lm-evaluation-harness) drop the last
+                // entry as the generated one.
                 let logprobs = match request.logprobs {
-                    Some(_) => logprobs_block(engine, &ids, generated, request.echo)?,
+                    Some(_) => logprobs_block(engine, &ids, &generation.tokens, request.echo)?,
                     None => Value::Null,
                 };
                 let text = if request.echo {
