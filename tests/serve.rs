@@ -144,6 +144,10 @@ fn bad_requests_get_openai_error_bodies() {
         ("/completions", r#"{"prompt": "hi", "max_tokens": 100000}"#, 400, Some("context_length_exceeded")),
         ("/completions", r#"{"prompt": "hi", "model": "gpt-9"}"#, 404, Some("model_not_found")),
         ("/completions", r#"{"prompt": "hi", "n": 0}"#, 400, None),
+        // Token-id prompts are checked against the vocabulary; an empty one is no prompt.
+        ("/completions", r#"{"prompt": [4294967295]}"#, 400, None),
+        ("/completions", r#"{"prompt": [[1, 2], []]}"#, 400, None),
+        ("/completions", r#"{"prompt": [1, "a"]}"#, 400, None),
         ("/chat/completions", r#"{"messages": []}"#, 400, None),
         (
             "/chat/completions",
@@ -160,6 +164,18 @@ fn bad_requests_get_openai_error_bodies() {
         if let Some(code) = code {
             assert_eq!(value["error"]["code"], code, "{value}");
         }
+    }
+    // A prompt of token ids is read as it is: the echo gives a log-probability for each id and
+    // for the generated token (tests/lm_eval.rs shows why an end-of-sequence one must be there).
+    let (got, value) = post(
+        &server.base,
+        "/completions",
+        r#"{"prompt": [[504, 3537], [504]], "max_tokens": 1, "echo": true, "logprobs": 1}"#,
+    );
+    assert_eq!(got, 200, "{value}");
+    for (choice, ids) in value["choices"].as_array().unwrap().iter().zip([2, 1]) {
+        assert_eq!(choice["logprobs"]["token_logprobs"].as_array().unwrap().len(), ids + 1, "{choice}");
+        assert!(choice["logprobs"]["token_logprobs"][0].is_null(), "{choice}");
     }
     let long = "word ".repeat(9000);
     let (got, value) = post(

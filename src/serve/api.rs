@@ -63,6 +63,8 @@ impl From<ModelError> for ApiError {
             e @ (ModelError::EmptyPrompt | ModelError::NoChatTemplate { .. } | ModelError::Encode(_)) => {
                 Self::invalid(e.to_string(), None)
             }
+            // A prompt of token ids the client chose.
+            e @ ModelError::TokenOutOfRange { .. } => Self::invalid(e.to_string(), Some("prompt")),
             e => Self {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
                 message: crate::error_chain(&e),
