@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use repairbench::run::config::RunConfig;
-use repairbench::run::main_job::{self, Control, HarnessCheck};
+use repairbench::run::main_job::{self, HarnessCheck};
 use repairbench::run::pipeline::Completion;
 
 #[derive(Debug, Args)]
@@ -64,10 +64,8 @@ fn print_check(check: &HarnessCheck) {
         return;
     }
     println!("harness check FAILED: {line}");
-    let failures = |control: &Control| control.failures.clone();
-    for (id, what) in [failures(&check.gold), failures(&check.no_patch), failures(&check.canonical)].concat()
-    {
-        println!("  {id}: {what}");
+    for failure in check.failures() {
+        println!("  {failure}");
     }
     println!("  (the harness is broken here, so the model's results below do not measure the model)");
 }

@@ -39,10 +39,6 @@ pub fn machine_facts() -> Vec<(String, String)> {
 
 /// The harness check's line, as the console prints it.
 pub fn check_line(check: &HarnessCheck) -> CheckLine {
-    let failures = [&check.gold, &check.no_patch, &check.canonical]
-        .iter()
-        .flat_map(|c| c.failures.iter().map(|(id, what)| format!("{id}: {what}")))
-        .collect();
     let link =
         |segments: &[&str], label: &str| (segments.iter().map(|s| s.to_string()).collect(), label.to_owned());
     let links = vec![
@@ -51,7 +47,7 @@ pub fn check_line(check: &HarnessCheck) -> CheckLine {
         link(&["harness-check", "issues", "validation.json"], "each issue's judgement (validation.json)"),
         link(&["harness-check", "humaneval-canonical", "report.html"], "HumanEval's canonical solutions"),
     ];
-    CheckLine { ok: check.ok(), line: check.summary(), failures, links }
+    CheckLine { ok: check.ok(), line: check.summary(), failures: check.failures(), links }
 }
 
 /// Code repair's part: the resolved share and its Wilson interval, and the part's reports.

@@ -66,6 +66,14 @@ impl HarnessCheck {
         self.gold.ok() && self.no_patch.ok() && self.canonical.ok()
     }
 
+    /// Every instance or problem that did not come out as it must: `ID: what happened`.
+    pub fn failures(&self) -> Vec<String> {
+        [&self.gold, &self.no_patch, &self.canonical]
+            .iter()
+            .flat_map(|c| c.failures.iter().map(|(id, what)| format!("{id}: {what}")))
+            .collect()
+    }
+
     /// `gold 11/11 resolved, no-patch 0/11 resolved, canonical 5/5 passed`.
     pub fn summary(&self) -> String {
         format!(
