@@ -8,10 +8,13 @@ use std::path::PathBuf;
 pub const CACHE_DIR: &str = "REPAIRBENCH_CACHE";
 /// Hugging Face hub cache root, as the hub's own tools use it.
 pub const HF_HOME: &str = "HF_HOME";
-/// Hugging Face hub endpoint for `hf:` model sources.
+/// Hugging Face hub endpoint for `hf:` model sources and suites' published datasets.
 pub const HF_ENDPOINT: &str = "HF_ENDPOINT";
 /// Hugging Face access token for gated repositories.
 pub const HF_TOKEN: &str = "HF_TOKEN";
+/// Set (`1`, `true`, `yes`, `on`): hub files come from the hub cache only, as the hub's own
+/// tools read it.
+pub const HF_HUB_OFFLINE: &str = "HF_HUB_OFFLINE";
 /// GitLab token for `tasks harvest --gitlab` (the default of `--token-env`).
 pub const GITLAB_TOKEN: &str = "GITLAB_TOKEN";
 /// API key for `openai:` models (the default of `--api-key-env`; cluster workers read it from

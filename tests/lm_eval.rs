@@ -163,6 +163,18 @@ fn ours(suite: &str, data: &Path, shots: usize, out: &Path) -> Vec<Value> {
     rows
 }
 
+/// A scratch folder with the default model's tokenizer exported into `tokenizer/` and an empty
+/// `tasks/` for lm-eval's task files.
+fn workspace() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = dir.path().join("tokenizer");
+    let output = run(&["model", "export-tokenizer", DEFAULT_MODEL, tokenizer.to_str().unwrap()], None);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let include = dir.path().join("tasks");
+    std::fs::create_dir_all(&include).unwrap();
+    (dir, tokenizer, include)
+}
+
 /// One item of each side agrees: prompt, every option's text and log-likelihood, choice, acc,
 /// acc_norm. Returns the largest log-likelihood difference.
 fn agree(what: &str, theirs: &Value, ours: &Value) -> f64 {
@@ -200,16 +212,11 @@ fn agree(what: &str, theirs: &Value, ours: &Value) -> f64 {
 
 #[test]
 fn lm_evaluation_harness_and_our_suites_agree_item_by_item() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, tokenizer, include) = workspace();
     let root = dir.path();
-    let tokenizer = root.join("tokenizer");
-    let output = run(&["model", "export-tokenizer", DEFAULT_MODEL, tokenizer.to_str().unwrap()], None);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 
     // The data: MMLU's layout written here (one lm-eval task per subject, as published), ARC-Easy
     // and HellaSwag from our fixtures.
-    let include = root.join("tasks");
-    std::fs::create_dir_all(&include).unwrap();
     let mmlu = root.join("mmlu");
     std::fs::create_dir_all(&mmlu).unwrap();
     let (dev, test) = mmlu_rows();
@@ -303,4 +310,176 @@ fn lm_evaluation_harness_and_our_suites_agree_item_by_item() {
     }
     println!("{items} items agree; the largest per-option log-likelihood difference is {largest:.2e} nats");
     assert_eq!(items, 3 + 3 + 3 + 3 + 3 + 3, "MMLU 0- and 5-shot, ARC-Easy, HellaSwag");
+}
+
+/// GSM8K's published task (`generate_until`, its stops, its strict and flexible filters and its
+/// `exact_match`), reading our fixture, with the first five training rows as examples, as ours
+/// takes them.
+const GSM8K_TASK: &str = r#####"output_type: generate_until
+training_split: train
+fewshot_split: train
+test_split: test
+fewshot_config:
+  sampler: first_n
+doc_to_text: "Question: {{question}}\nAnswer:"
+doc_to_target: "{{answer}}"
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+    ignore_punctuation: false
+    regexes_to_ignore:
+      - ","
+      - "\\$"
+      - "(?s).*#### "
+      - "\\.$"
+generation_kwargs:
+  until:
+    - "Question:"
+    - "</s>"
+    - "<|im_end|>"
+  do_sample: false
+  temperature: 0.0
+filter_list:
+  - name: "strict-match"
+    filter:
+      - function: "regex"
+        regex_pattern: "#### (\\-?[0-9\\.\\,]+)"
+      - function: "take_first"
+  - name: "flexible-extract"
+    filter:
+      - function: "regex"
+        group_select: -1
+        regex_pattern: "(-?[$0-9.,]{2,})|(-?[0-9]+)"
+      - function: "take_first"
+"#####;
+
+#[test]
+fn lm_evaluation_harness_and_our_gsm8k_agree_on_generations_and_exact_match() {
+    let (dir, tokenizer, include) = workspace();
+    let root = dir.path();
+    let data = fixture("gsm8k");
+    std::fs::write(
+        include.join("rb_gsm8k.yaml"),
+        format!(
+            "task: rb_gsm8k\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {}\n    train: {}\n{GSM8K_TASK}",
+            data.join("test.jsonl").display(),
+            data.join("train.jsonl").display()
+        ),
+    )
+    .unwrap();
+
+    let server = Server::start();
+    let theirs = lm_eval(&server, &tokenizer, &include, &["rb_gsm8k".into()], 5, &root.join("lm-eval"));
+    let ours = ours("gsm8k", &data, 5, &root.join("ours"));
+    assert_eq!(ours.len(), 4);
+    let mut checked = 0;
+    let mut exact = BTreeMap::<&str, (f64, f64)>::new();
+    for theirs in &theirs["rb_gsm8k"] {
+        let doc = theirs["doc_id"].as_u64().unwrap() as usize;
+        let ours = &ours[doc];
+        let what = format!("item {doc} ({})", theirs["filter"]);
+        assert_eq!(theirs["arguments"]["gen_args_0"]["arg_0"], ours["prompt"], "{what}: the prompt");
+        assert_eq!(ours["prompt"].as_str().unwrap().matches("\nAnswer:").count(), 6, "five examples");
+        // The same greedy text, then the same answer read out of it and the same verdict.
+        assert_eq!(theirs["resps"][0][0], ours["outputs"][0]["text"], "{what}: the generated text");
+        let name = match theirs["filter"].as_str().unwrap() {
+            "strict-match" => "strict",
+            "flexible-extract" => "flexible",
+            other => panic!("unexpected filter {other}"),
+        };
+        let answer = ours["extracted"][name].as_str().unwrap_or("[invalid]");
+        assert_eq!(theirs["filtered_resps"][0].as_str(), Some(answer), "{what}: the extracted answer");
+        let (t, o) = (
+            theirs["exact_match"].as_f64().unwrap(),
+            ours["scores"][&format!("exact_match_{name}")].as_f64().unwrap(),
+        );
+        assert_eq!(t, o, "{what}: exact_match");
+        let sums = exact.entry(name).or_default();
+        sums.0 += t;
+        sums.1 += o;
+        checked += 1;
+    }
+    for (name, (t, o)) in exact {
+        println!("gsm8k 5-shot exact_match {name}: lm-eval {:.4}, ours {:.4}", t / 4.0, o / 4.0);
+    }
+    assert_eq!(checked, 4 * 2, "four items, two filters each");
+}
+
+/// lm-eval's own GSM8K filters and `exact_match` (called in Python from the pinned package) and
+/// our gsm8k suite read the same answers out of texts a model might write, edge cases included,
+/// and give the same verdicts against the same reference.
+#[test]
+fn gsm8k_filters_and_exact_match_agree_with_lm_eval_on_written_texts() {
+    let texts = [
+        "2 * 6 = 12 eggs.\n#### 12",
+        "She has 3 + 4 = 7 apples, so 1,200 cents.\n#### 1,200",
+        "The answer is $12.",
+        "The answer is $12.00.",
+        "It costs 12 dollars... or 13",
+        "#### -12",
+        "#### 12.",
+        "no digits here",
+        "..., then 12",
+        "1.2.3 and 12",
+        "First 5, then #### 7, finally #### 12",
+        "$1,2 is 12",
+        "",
+        "12\n\nQuestion",
+        "about -5, then 12 -",
+    ];
+    let reference = "Lena buys 2 packs of 6 eggs.\n2 * 6 = <<2*6=12>>12 eggs.\n#### 12";
+    let script = r#####"
+import json, sys
+from lm_eval.filters.extraction import RegexFilter
+from lm_eval.api.metrics import exact_match_hf_evaluate
+texts, reference = json.load(sys.stdin)
+filters = {
+    "strict": RegexFilter(regex_pattern=r"#### (\-?[0-9\.\,]+)"),
+    "flexible": RegexFilter(regex_pattern=r"(-?[$0-9.,]{2,})|(-?[0-9]+)", group_select=-1),
+}
+out = {}
+for name, f in filters.items():
+    answers = [r[0] for r in f.apply([[t] for t in texts], [None] * len(texts))]
+    scores = [exact_match_hf_evaluate([a], [reference], regexes_to_ignore=[",", "\\$", "(?s).*#### ", "\\.$"], ignore_case=True)["exact_match"] for a in answers]
+    out[name] = [[a, float(s)] for a, s in zip(answers, scores)]
+print(json.dumps(out))
+"#####;
+    let mut child = Command::new(common::hf_venv::python())
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        json!([texts, reference]).to_string().as_bytes(),
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let theirs: Value = serde_json::from_slice(&output.stdout).unwrap();
+
+    let suite = repairbench::suites::load_suite("gsm8k").unwrap();
+    let answer_match = suite.answer_match.as_ref().unwrap();
+    let target = answer_match.normalize(reference);
+    assert_eq!(target, "12");
+    let mut compared = 0;
+    for extractor in suite.extractors.iter().filter(|e| e.name != "boxed") {
+        for (i, text) in texts.iter().enumerate() {
+            let theirs = &theirs[&extractor.name][i];
+            let answer = extractor.extract(text);
+            assert_eq!(
+                theirs[0].as_str(),
+                Some(answer.as_deref().unwrap_or("[invalid]")),
+                "{} on {text:?}",
+                extractor.name
+            );
+            let ours = answer.map(|a| answer_match.normalize(&a) == target).unwrap_or(false);
+            assert_eq!(theirs[1].as_f64(), Some(f64::from(u8::from(ours))), "{} on {text:?}", extractor.name);
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 2 * texts.len());
 }

@@ -87,6 +87,35 @@ fn bad_suite_files_name_file_and_line() {
 }
 
 #[test]
+fn a_hub_dataset_must_be_pinned_and_stay_inside_its_repository() {
+    let hub = |repo: &str, revision: &str, test: &str| {
+        GOOD_MC.replace(
+            "\n[prompt]",
+            &format!(
+                "\n[data.hub]\nrepo = \"{repo}\"\nrevision = \"{revision}\"\ntest = \"{test}\"\n\n[prompt]"
+            ),
+        )
+    };
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    Suite::parse(Path::new("good.toml"), hub("owner/name", commit, "data/test-0.parquet")).unwrap();
+    for (repo, revision, test, says) in [
+        ("owner/name", "main", "test.parquet", "40 hex digits"),
+        ("owner/name", &commit[1..], "test.parquet", "40 hex digits"),
+        ("../name", commit, "test.parquet", "OWNER/NAME"),
+        ("owner", commit, "test.parquet", "OWNER/NAME"),
+        ("owner/name/x", commit, "test.parquet", "OWNER/NAME"),
+        ("owner/name", commit, "../../etc/passwd", "inside the repository"),
+        ("owner/name", commit, "/etc/passwd", "inside the repository"),
+        ("owner/name", commit, "data/../x.parquet", "inside the repository"),
+        ("owner/name", commit, "a?b=c", "inside the repository"),
+    ] {
+        let err = parse_err(&hub(repo, revision, test));
+        // The [data.hub] table: its first key is on line 8.
+        assert!(err.starts_with("bad.toml:8:") && err.contains(says), "{repo} {revision} {test}: {err}");
+    }
+}
+
+#[test]
 fn bad_dataset_row_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("test.jsonl");
@@ -240,6 +269,7 @@ fn hub_cache_layout_is_read_without_network() {
         // Nothing listens here: the file must come from the cache.
         hf_endpoint: "http://127.0.0.1:9".into(),
         hf_token: None,
+        hf_offline: false,
     };
     let path = repairbench::model::source::hub_file(
         &roots,
@@ -251,10 +281,6 @@ fn hub_cache_layout_is_read_without_network() {
     .unwrap();
     assert_eq!(path, snap.join("test.jsonl"));
     assert_eq!(load_rows(&path, &["question".into(), "answer".into()]).unwrap().len(), 4);
-    assert_eq!(
-        source::DataSource::parse("hf:a/b@v1", Path::new(".")),
-        source::DataSource::Hub { repo: "a/b".into(), revision: "v1".into() }
-    );
 }
 
 #[test]

@@ -45,6 +45,12 @@ pub enum SourceError {
         #[source]
         source: zip::result::ZipError,
     },
+    #[error("{file} of {repo} at {revision} is not in the hub cache, and HF_HUB_OFFLINE is set")]
+    Offline { repo: String, revision: String, file: String },
+    #[error("the hub answered {url} with HTTP {status}{}", code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    HubStatus { url: String, status: u16, code: Option<String> },
+    #[error("{url} gave a file with sha256 {actual}, but the hub's etag says {expected}")]
+    HubChecksum { url: String, expected: String, actual: String },
     #[error("cached file {path} has sha256 {actual}, but {recorded} was recorded in {sidecar} when it was fetched; delete both to fetch it again")]
     Checksum { path: PathBuf, sidecar: PathBuf, recorded: String, actual: String },
 }
@@ -68,6 +74,8 @@ pub struct CacheRoots {
     pub hf_home: PathBuf,
     pub hf_endpoint: String,
     pub hf_token: Option<String>,
+    /// `HF_HUB_OFFLINE`: files come from the hub cache only.
+    pub hf_offline: bool,
 }
 
 impl CacheRoots {
@@ -81,6 +89,8 @@ impl CacheRoots {
             hf_endpoint: crate::env::get(crate::env::HF_ENDPOINT)
                 .unwrap_or_else(|| DEFAULT_HF_ENDPOINT.to_string()),
             hf_token: crate::env::get(crate::env::HF_TOKEN),
+            hf_offline: crate::env::get(crate::env::HF_HUB_OFFLINE)
+                .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")),
         }
     }
 }
@@ -195,9 +205,39 @@ pub enum HubRepoKind {
     Dataset,
 }
 
+fn hub_repo_dir(roots: &CacheRoots, kind: HubRepoKind, repo_id: &str) -> PathBuf {
+    let folder = match kind {
+        HubRepoKind::Model => "models",
+        HubRepoKind::Dataset => "datasets",
+    };
+    roots.hf_home.join("hub").join(format!("{folder}--{}", repo_id.replace('/', "--")))
+}
+
+/// The file from the hub cache, if it is there (`refs/REVISION` names the commit of a branch;
+/// a commit names itself).
+pub fn hub_cached(
+    roots: &CacheRoots,
+    kind: HubRepoKind,
+    repo_id: &str,
+    revision: &str,
+    file: &str,
+) -> Option<PathBuf> {
+    let repo_dir = hub_repo_dir(roots, kind, repo_id);
+    let commit = fs::read_to_string(repo_dir.join("refs").join(revision))
+        .map(|c| c.trim().to_string())
+        .unwrap_or_else(|_| revision.into());
+    let cached = repo_dir.join("snapshots").join(commit).join(file);
+    cached.is_file().then_some(cached)
+}
+
 /// A file of a hub repository in the hub's own cache layout
 /// (`hub/{models,datasets}--OWNER--NAME/{refs/REVISION, snapshots/COMMIT/FILE}`), used from the
 /// cache when present and downloaded into it otherwise. Models and datasets share this code.
+///
+/// The download speaks the hub's file API as its own client does: a `HEAD` of
+/// `resolve/REVISION/FILE`, not following redirects, gives the commit (`x-repo-commit`) and, for
+/// large files, their sha256 (`x-linked-etag`); the `GET` then follows the redirect to the
+/// storage host (without the token) and the bytes are checked against that sha256.
 pub fn hub_file(
     roots: &CacheRoots,
     kind: HubRepoKind,
@@ -205,17 +245,20 @@ pub fn hub_file(
     revision: &str,
     file: &str,
 ) -> Result<PathBuf> {
-    let (folder, url_prefix) = match kind {
-        HubRepoKind::Model => ("models", ""),
-        HubRepoKind::Dataset => ("datasets", "datasets/"),
-    };
-    let repo_dir = roots.hf_home.join("hub").join(format!("{folder}--{}", repo_id.replace('/', "--")));
-    let refs = repo_dir.join("refs").join(revision);
-    let commit = fs::read_to_string(&refs).map(|c| c.trim().to_string()).unwrap_or_else(|_| revision.into());
-    let cached = repo_dir.join("snapshots").join(&commit).join(file);
-    if cached.is_file() {
+    if let Some(cached) = hub_cached(roots, kind, repo_id, revision, file) {
         return Ok(cached);
     }
+    if roots.hf_offline {
+        return Err(SourceError::Offline {
+            repo: repo_id.into(),
+            revision: revision.into(),
+            file: file.into(),
+        });
+    }
+    let url_prefix = match kind {
+        HubRepoKind::Model => "",
+        HubRepoKind::Dataset => "datasets/",
+    };
     let url = format!(
         "{}/{url_prefix}{repo_id}/resolve/{revision}/{file}",
         roots.hf_endpoint.trim_end_matches('/')
@@ -225,22 +268,43 @@ pub fn hub_file(
     // Connecting and the response head are quick or broken; the body of a large model may take
     // long on a slow link, but not forever.
     let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
         .timeout_connect(Some(std::time::Duration::from_secs(30)))
         .timeout_recv_response(Some(std::time::Duration::from_secs(120)))
         .timeout_recv_body(Some(crate::deadline::DOWNLOAD_BODY_TIMEOUT))
         .build()
         .into();
-    let mut request = agent.get(&url);
-    if let Some(token) = &roots.hf_token {
-        request = request.header("Authorization", &format!("Bearer {token}"));
+    let bearer = roots.hf_token.as_ref().map(|t| format!("Bearer {t}"));
+    let mut head = agent.head(&url).config().max_redirects(0).max_redirects_will_error(false).build();
+    if let Some(bearer) = &bearer {
+        head = head.header("Authorization", bearer);
     }
-    let mut response = request.call().map_err(download_err)?;
-    let commit = response
-        .headers()
-        .get("x-repo-commit")
-        .and_then(|v| v.to_str().ok())
+    let head = head.call().map_err(download_err)?;
+    let status_err = |response: &ureq::http::Response<ureq::Body>| SourceError::HubStatus {
+        url: url.clone(),
+        status: response.status().as_u16(),
+        code: header(response, "x-error-code"),
+    };
+    if !(head.status().is_success() || head.status().is_redirection()) {
+        return Err(status_err(&head));
+    }
+    let commit = header(&head, "x-repo-commit")
         .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric()))
-        .map_or(commit, str::to_string);
+        .unwrap_or_else(|| revision.to_string());
+    let expected_sha256 = header(&head, "x-linked-etag")
+        .or_else(|| header(&head, "etag"))
+        .map(|e| e.trim_start_matches("W/").trim_matches('"').to_ascii_lowercase())
+        .filter(|e| e.len() == 64 && e.chars().all(|c| c.is_ascii_hexdigit()));
+
+    let mut get = agent.get(&url);
+    if let Some(bearer) = &bearer {
+        get = get.header("Authorization", bearer);
+    }
+    let mut response = get.call().map_err(download_err)?;
+    if !response.status().is_success() {
+        return Err(status_err(&response));
+    }
+    let repo_dir = hub_repo_dir(roots, kind, repo_id);
     let target = repo_dir.join("snapshots").join(&commit).join(file);
     let parent = target.parent().expect("snapshot path has a parent");
     fs::create_dir_all(parent).map_err(io_err(parent))?;
@@ -251,6 +315,7 @@ pub fn hub_file(
             .expect("static template"),
     );
     bar.set_message(format!("{repo_id}/{file}"));
+    let mut hasher = crate::digest::Sha256Pieces::new();
     {
         let mut out = fs::File::create(&partial).map_err(io_err(&partial))?;
         let mut reader = response.body_mut().as_reader();
@@ -261,15 +326,29 @@ pub fn hub_file(
                 break;
             }
             out.write_all(&buf[..n]).map_err(io_err(&partial))?;
+            hasher.raw(&buf[..n]);
             bar.inc(n as u64);
         }
         out.sync_all().map_err(io_err(&partial))?;
     }
     bar.finish_and_clear();
+    let actual = hasher.hex_prefix(32);
+    if let Some(expected) = expected_sha256.filter(|e| *e != actual) {
+        let _ = fs::remove_file(&partial);
+        return Err(SourceError::HubChecksum { url, expected, actual });
+    }
     fs::rename(&partial, &target).map_err(io_err(&target))?;
-    fs::create_dir_all(repo_dir.join("refs")).map_err(io_err(&repo_dir))?;
-    fs::write(&refs, &commit).map_err(io_err(&refs))?;
+    // A branch's commit is remembered, as the hub's tools do; a commit needs no ref.
+    if commit != revision {
+        let refs = repo_dir.join("refs").join(revision);
+        fs::create_dir_all(repo_dir.join("refs")).map_err(io_err(&repo_dir))?;
+        fs::write(&refs, &commit).map_err(io_err(&refs))?;
+    }
     Ok(target)
+}
+
+fn header(response: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
+    response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
 }
 
 /// A wheel's file-name prefix for a package name (PEP 427 normalisation).
@@ -366,6 +445,7 @@ mod tests {
             // Nothing listens here: a download attempt fails fast instead of reaching a network.
             hf_endpoint: "http://127.0.0.1:9".into(),
             hf_token: None,
+            hf_offline: false,
         }
     }
 

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::def::{CodeDef, GenerationDef, SuiteDef, SuiteKind};
-use super::extract::Extractor;
+use super::extract::{AnswerMatch, Extractor};
 use super::template::Templates;
 use super::SuiteError;
 
@@ -17,7 +17,8 @@ pub struct Suite {
     pub text: String,
     pub templates: Templates,
     pub extractors: Vec<Extractor>,
-    pub target_pattern: Option<regex::Regex>,
+    /// How extracted answers are compared with the reference (generate suites).
+    pub answer_match: Option<AnswerMatch>,
 }
 
 impl std::fmt::Debug for Suite {
@@ -89,6 +90,11 @@ impl Suite {
                 forbid(def.answer.as_ref().map(|c| c.span()), "answer")?;
             }
         }
+        if let Some(hub) = &def.data.hub {
+            if let Some(message) = hub.get_ref().problem() {
+                return Err(at(hub.span(), message));
+            }
+        }
         if let Some(generation) = &def.generation {
             if generation.get_ref().n == 0 {
                 return Err(at(generation.span(), "generation.n must be at least 1".into()));
@@ -109,7 +115,7 @@ impl Suite {
 
         let templates = Templates::compile(&def).map_err(|(span, message)| at(span, message))?;
         let mut extractors = Vec::new();
-        let mut target_pattern = None;
+        let mut answer_match = None;
         if let Some(answer) = &def.answer {
             let a = answer.get_ref();
             for e in &a.extract {
@@ -118,14 +124,10 @@ impl Suite {
                 })?;
                 extractors.push(ex);
             }
-            if let Some(p) = &a.target_pattern {
-                target_pattern = Some(
-                    regex::Regex::new(p.get_ref())
-                        .map_err(|e| at(p.span(), format!("bad target_pattern: {e}")))?,
-                );
-            }
+            answer_match =
+                Some(AnswerMatch::new(a).map_err(|err| at(answer.span(), crate::error_chain(&err)))?);
         }
-        Ok(Suite { def, path: path.to_path_buf(), text, templates, extractors, target_pattern })
+        Ok(Suite { def, path: path.to_path_buf(), text, templates, extractors, answer_match })
     }
 
     pub fn kind(&self) -> SuiteKind {

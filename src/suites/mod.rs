@@ -38,7 +38,7 @@ pub use remote::ClusterEval;
 pub enum SuiteError {
     #[error("{path}:{line}:{column}: {message}")]
     SuiteFile { path: PathBuf, line: usize, column: usize, message: String },
-    #[error("{0}: unknown data format (expected .jsonl, .json, optionally .gz, or .parquet)")]
+    #[error("{0}: unknown data format (expected .jsonl, .json, optionally .gz, .parquet or .csv)")]
     DataFormat(PathBuf),
     #[error("{path}:{line}: {message}")]
     DataRow { path: PathBuf, line: usize, message: String },
@@ -52,6 +52,17 @@ pub enum SuiteError {
     },
     #[error("cannot fetch the suite's data")]
     Source(#[from] crate::model::source::SourceError),
+    #[error("suite `{suite}`: the dataset {repo} at revision {revision} could not be fetched; without the hub, pass --data DIR holding {layout}")]
+    HubData {
+        suite: String,
+        repo: String,
+        revision: String,
+        layout: String,
+        #[source]
+        source: Box<crate::model::source::SourceError>,
+    },
+    #[error("suite `{suite}` reads {repo}, a gated dataset: accept its terms on the hub with your account and set HF_TOKEN to one of its access tokens, or pass --data DIR holding {layout}")]
+    Gated { suite: String, repo: String, layout: String },
     #[error("unknown suite `{name}` (known: {known})")]
     UnknownSuite { name: String, known: String },
     #[error("suite `{suite}` needs {what}")]

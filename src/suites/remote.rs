@@ -71,8 +71,15 @@ fn package(cluster: &ClusterEval, inputs: &Inputs) -> Result<(Package, Vec<Strin
     package.add_file(&test, inputs.test, false).map_err(packaging)?;
     if let Some(fewshot) = inputs.fewshot {
         // The worker finds the few-shot file where the engine looks beside a test file.
+        // It keeps the declared name with the ending of the file actually read (a hub
+        // dataset's Parquet for a declared `dev.jsonl`), which that lookup also tries.
         let declared = inputs.suite.def.data.fewshot.as_deref().unwrap_or_default();
-        let name = format!("data/{}", relative_inside("data.fewshot", declared)?);
+        let declared = relative_inside("data.fewshot", declared)?;
+        let stem = declared.split('.').next().unwrap_or(&declared);
+        let name = match file_name(fewshot).split_once('.') {
+            Some((_, ending)) => format!("data/{stem}.{ending}"),
+            None => format!("data/{stem}"),
+        };
         if name == test {
             return Err(SuiteError::Remote {
                 what: format!("data.fewshot `{declared}` has the test file's name"),

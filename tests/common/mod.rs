@@ -5,6 +5,7 @@ pub mod browser;
 pub mod cli;
 pub mod gguf;
 pub mod hf_venv;
+pub mod hub;
 pub mod llama;
 pub mod ray;
 pub mod sandbox;
