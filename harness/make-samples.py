@@ -2139,6 +2139,290 @@ class SlugRegistry:
     "environment": {"pip": ["pyflakes==3.2.0"]},
 })
 
+# ---------------------------------------------------------------------------------------------
+# The layout and runner of Django's own repository, in a project of ours: `tests/runtests.py`
+# (our script, which accepts the arguments SWE-bench passes Django's and runs the labels with
+# unittest at verbosity 2) and SWE-bench's django ids: `test_name (module.Class)`, or a test's
+# docstring line.
+DJANGO_STYLE_RUNTESTS = '''
+#!/usr/bin/env python3
+"""Runs the test labels given (`months.tests`) as Django's tests/runtests.py runs them:
+unittest's text runner at the verbosity asked for."""
+
+import argparse
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("labels", nargs="*")
+    parser.add_argument("--verbosity", type=int, default=1)
+    parser.add_argument("--settings")
+    parser.add_argument("--parallel", type=int, default=1)
+    args = parser.parse_args()
+    sys.path[:0] = [HERE, os.path.dirname(HERE)]
+    import minical
+
+    print(f"Testing against minical installed in {os.path.dirname(minical.__file__)!r}")
+    loader = unittest.defaultTestLoader
+    if args.labels:
+        suite = loader.loadTestsFromNames(args.labels)
+    else:
+        suite = loader.discover(HERE, pattern="tests.py", top_level_dir=HERE)
+    print(f"Found {suite.countTestCases()} test(s).")
+    print("System check identified no issues (0 silenced).")
+    result = unittest.TextTestRunner(verbosity=args.verbosity).run(suite)
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+DJANGO_STYLE_CALENDAR = '''
+"""Calendar arithmetic."""
+
+
+def is_leap(year):
+    """Whether `year` has a 29 February."""
+    return year % 4 == 0{fixed}
+
+
+def days_in_month(year, month):
+    if not 1 <= month <= 12:
+        raise ValueError(f"month {{month}} is not 1 to 12")
+    if month == 2:
+        return 29 if is_leap(year) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+'''
+
+DJANGO_STYLE_TESTS = '''
+import unittest
+
+from minical.calendar import days_in_month, is_leap
+
+
+class DaysInMonthTests(unittest.TestCase):
+    def test_thirty_day_months(self):
+        self.assertEqual([days_in_month(2023, m) for m in (4, 6, 9, 11)], [30] * 4)
+
+    def test_leap_february(self):
+        """February has 29 days in a leap year."""
+        self.assertEqual(days_in_month(2024, 2), 29)
+
+    def test_rejects_month_thirteen(self):
+        with self.assertRaises(ValueError):
+            days_in_month(2024, 13)
+{added}'''
+
+SAMPLES.append({
+    "dir": "calendar-django-style",
+    "repo": "acme/minical",
+    "instance_id": "acme__minical-12",
+    "created_at": "2024-04-02T10:00:00Z",
+    "version": "0.2",
+    "problem_statement": """1900 and 2100 counted as leap years
+
+`days_in_month(1900, 2)` returns 29; 1900 was not a leap year (a year divisible by 100 is not,
+unless it is divisible by 400). Our payroll tool computes 2100's February wrong for the same
+reason.
+""",
+    "hints_text": "",
+    "base": {
+        "README.md": "# minical\n\nSmall calendar helpers. Tests: `tests/runtests.py months.tests`.\n",
+        "minical/__init__.py": '"""Small calendar helpers."""\n',
+        "minical/calendar.py": DJANGO_STYLE_CALENDAR.format(fixed=""),
+        "tests/runtests.py": DJANGO_STYLE_RUNTESTS,
+        "tests/test_sqlite.py": '"""Settings module the runner is given (nothing to set here)."""\n',
+        "tests/months/__init__.py": "",
+        "tests/months/tests.py": DJANGO_STYLE_TESTS.format(added=""),
+    },
+    "fix": {
+        "minical/calendar.py": DJANGO_STYLE_CALENDAR.format(
+            fixed=" and (year % 100 != 0 or year % 400 == 0)"
+        ),
+    },
+    "tests": {
+        "tests/months/tests.py": DJANGO_STYLE_TESTS.format(added='''
+    def test_century_february(self):
+        self.assertEqual(days_in_month(1900, 2), 28)
+        self.assertEqual(days_in_month(2000, 2), 29)
+
+    def test_century_not_divisible_by_400(self):
+        """A year divisible by 100 but not by 400 is not a leap year."""
+        self.assertFalse(is_leap(2100))
+'''),
+    },
+    "FAIL_TO_PASS": [
+        "test_century_february (months.tests.DaysInMonthTests)",
+        "A year divisible by 100 but not by 400 is not a leap year.",
+    ],
+    "PASS_TO_PASS": [
+        "test_thirty_day_months (months.tests.DaysInMonthTests)",
+        "February has 29 days in a leap year.",
+        "test_rejects_month_thirteen (months.tests.DaysInMonthTests)",
+    ],
+})
+
+# ---------------------------------------------------------------------------------------------
+# The layout and runner of SymPy's repository, in a project of ours: tests inside the package
+# (`tinypoly/tests/test_*.py`), `bin/test` (our script, printing what SymPy's runner prints with
+# --verbose) and SWE-bench's sympy ids, the bare test names.
+SYMPY_STYLE_BIN_TEST = '''
+#!/usr/bin/env python3
+"""Runs the test functions of the files given, printing as SymPy's bin/test --verbose does."""
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WIDTH = 80
+
+
+def run_file(path, failures):
+    spec = importlib.util.spec_from_file_location("tested_" + os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tests = [(n, f) for n, f in vars(module).items() if n.startswith("test_") and callable(f)]
+    sys.stdout.write(f"{path}[{len(tests)}] ")
+    counts = {"passed": 0, "failed": 0, "exceptions": 0}
+    file_failed = False
+    for name, function in tests:
+        line = f"\\n{name} "
+        try:
+            function()
+            line += "ok"
+            counts["passed"] += 1
+        except AssertionError:
+            line += "F"
+            counts["failed"] += 1
+            failures.append((path, name, traceback.format_exc()))
+            file_failed = True
+        except Exception:
+            line += "E"
+            counts["exceptions"] += 1
+            failures.append((path, name, traceback.format_exc()))
+            file_failed = True
+        sys.stdout.write(line)
+        last = len(line) - 1
+    mark = "[FAIL]" if file_failed else "[OK]"
+    sys.stdout.write(" " * max(1, WIDTH - last - len(mark)) + mark + "\\n\\n")
+    return counts
+
+
+def main():
+    files = [a for a in sys.argv[1:] if not a.startswith("-")]
+    sys.path.insert(0, ROOT)
+    print(" test process starts ".center(WIDTH, "="))
+    print()
+    start = time.time()
+    failures = []
+    totals = {"passed": 0, "failed": 0, "exceptions": 0}
+    for path in files:
+        for key, n in run_file(path, failures).items():
+            totals[key] += n
+    for path, name, text in failures:
+        print("_" * WIDTH)
+        print(f" {path}:{name} ".center(WIDTH, "_"))
+        print(text)
+    parts = [f"{totals['passed']} passed"]
+    if totals["failed"]:
+        parts.append(f"{totals['failed']} failed")
+    if totals["exceptions"]:
+        parts.append(f"{totals['exceptions']} exceptions")
+    print(f" tests finished: {', '.join(parts)}, in {time.time() - start:.2f} seconds ".center(WIDTH, "="))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+SYMPY_STYLE_POLY = '''
+"""Polynomials as coefficient lists, lowest degree first."""
+
+
+def evaluate(coeffs, x):
+    """The polynomial's value at `x` (Horner's rule)."""
+    value = 0
+    for c in reversed(coeffs):
+        value = value * x + c
+    return value
+
+
+def add(p, q):
+    n = max(len(p), len(q))
+    return [(p[i] if i < len(p) else 0) + (q[i] if i < len(q) else 0) for i in range(n)]
+
+
+def derivative(coeffs):
+    """The derivative's coefficients; a constant's derivative is the zero polynomial [0]."""
+    {body}
+'''
+
+SYMPY_STYLE_TESTS = '''
+from tinypoly.poly import add, derivative, evaluate
+
+
+def test_evaluate():
+    assert evaluate([1, 2, 3], 2) == 17
+
+
+def test_add():
+    assert add([1, 2], [3, 4, 5]) == [4, 6, 5]
+
+
+def test_derivative():
+    assert derivative([5, 3, 2]) == [3, 4]
+{added}'''
+
+SAMPLES.append({
+    "dir": "poly-sympy-style",
+    "repo": "acme/tinypoly",
+    "instance_id": "acme__tinypoly-7",
+    "created_at": "2024-04-09T16:30:00Z",
+    "version": "1.0",
+    "problem_statement": """derivative() of a constant is an empty list
+
+`derivative([5])` returns `[]`, which `evaluate` then treats as... nothing, and `add` pads
+oddly. The docstring promises the zero polynomial `[0]`.
+""",
+    "hints_text": "",
+    "base": {
+        "README.md": "# tinypoly\n\nPolynomials as lists. Tests: `bin/test tinypoly/tests/test_poly.py`.\n",
+        "bin/test": SYMPY_STYLE_BIN_TEST,
+        "tinypoly/__init__.py": '"""Polynomials as coefficient lists."""\n',
+        "tinypoly/poly.py": SYMPY_STYLE_POLY.format(
+            body="return [i * c for i, c in enumerate(coeffs)][1:]"
+        ),
+        "tinypoly/tests/__init__.py": "",
+        "tinypoly/tests/test_poly.py": SYMPY_STYLE_TESTS.format(added=""),
+    },
+    "fix": {
+        "tinypoly/poly.py": SYMPY_STYLE_POLY.format(
+            body="return [i * c for i, c in enumerate(coeffs)][1:] or [0]"
+        ),
+    },
+    "tests": {
+        "tinypoly/tests/test_poly.py": SYMPY_STYLE_TESTS.format(added='''
+
+def test_derivative_of_constant():
+    assert derivative([5]) == [0]
+    assert evaluate(derivative([5]), 3) == 0
+'''),
+    },
+    "FAIL_TO_PASS": ["test_derivative_of_constant"],
+    "PASS_TO_PASS": ["test_evaluate", "test_add", "test_derivative"],
+})
+
+
 def diff(repo, base, files):
     """`files` written over `base` as a diff against it (new files included); the work tree
     goes back to `base` afterwards."""

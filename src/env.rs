@@ -29,6 +29,9 @@ pub const RAY_VENV: &str = "REPAIRBENCH_RAY_VENV";
 /// The Python environment holding pinned `transformers` and `tokenizers`, in which the tests
 /// load an exported tokenizer (default: `$REPAIRBENCH_CACHE/hf-venv`).
 pub const HF_VENV: &str = "REPAIRBENCH_HF_VENV";
+/// The venv with SWE-bench's harness (pinned) that `scripts/setup` prepares for the tests (default
+/// `$REPAIRBENCH_CACHE/swebench-venv`).
+pub const SWEBENCH_VENV: &str = "REPAIRBENCH_SWEBENCH_VENV";
 /// Log filter for `tracing` (e.g. `repairbench=debug`).
 pub const LOG: &str = "REPAIRBENCH_LOG";
 /// Directory with the suite definitions (`suites/*.toml`); default: the source tree's `harness/`.

@@ -85,7 +85,7 @@ fn an_exported_tokenizer_encodes_in_transformers_as_ours_does() {
     texts.push("Grüße, 東京! naïve café — 12345 + 0.5e-3\n\n\tdef  f( x ):\n\t\treturn   x  ** 2   \r\n😀 <|im_start|>".into());
     let texts_file = dir.path().join("texts.json");
     std::fs::write(&texts_file, serde_json::to_string(&texts).unwrap()).unwrap();
-    let probe = Command::new(common::hf_venv::python())
+    let probe = Command::new(common::venv::hf())
         .args(["-c", PROBE, exported.to_str().unwrap(), texts_file.to_str().unwrap()])
         .env("TRANSFORMERS_OFFLINE", "1")
         .env("HF_HUB_OFFLINE", "1")
@@ -136,7 +136,7 @@ fn a_sentencepiece_tokenizer_exports_with_its_bos_and_byte_fallback() {
         ["hello", "hello hello", "hé hello", "  hello\n\nhé  ", "ol\u{e9}h"].map(String::from).into();
     let texts_file = dir.path().join("texts.json");
     std::fs::write(&texts_file, serde_json::to_string(&texts).unwrap()).unwrap();
-    let probe = Command::new(common::hf_venv::python())
+    let probe = Command::new(common::venv::hf())
         .args(["-c", PROBE, exported.to_str().unwrap(), texts_file.to_str().unwrap()])
         .env("HF_HUB_OFFLINE", "1")
         .output()

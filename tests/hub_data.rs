@@ -55,7 +55,7 @@ fn parquet(rows: &[Value], path: &Path) -> Vec<u8> {
     let script =
         "import json, sys\nimport pyarrow as pa, pyarrow.parquet as pq\nrows = json.load(sys.stdin)\n\
                   pq.write_table(pa.Table.from_pylist(rows), sys.argv[1], compression='snappy')\n";
-    let mut child = Command::new(common::hf_venv::python())
+    let mut child = Command::new(common::venv::hf())
         .args(["-c", script, path.to_str().unwrap()])
         .stdin(Stdio::piped())
         .spawn()

@@ -106,7 +106,7 @@ fn lm_eval(
         server.base,
         tokenizer.display()
     );
-    let output = Command::new(common::hf_venv::python())
+    let output = Command::new(common::venv::hf())
         .args(["-m", "lm_eval", "--model", "local-completions", "--model_args", &model_args])
         .args(["--tasks", &tasks.join(","), "--include_path", include.to_str().unwrap()])
         .args(["--num_fewshot", &shots.to_string(), "--log_samples", "--output_path", out.to_str().unwrap()])
@@ -446,7 +446,7 @@ for name, f in filters.items():
     out[name] = [[a, float(s)] for a, s in zip(answers, scores)]
 print(json.dumps(out))
 "#####;
-    let mut child = Command::new(common::hf_venv::python())
+    let mut child = Command::new(common::venv::hf())
         .args(["-c", script])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

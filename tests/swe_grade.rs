@@ -76,7 +76,7 @@ fn gold_resolves_every_sample_and_empty_none() {
         // Every runner's sample resolves, each in an environment built from its repository.
         let runners: std::collections::BTreeSet<&str> =
             gold.instances.iter().filter_map(|r| r.runner.map(|k| k.as_str())).collect();
-        for runner in ["pytest", "cargo", "go", "node"] {
+        for runner in ["pytest", "cargo", "go", "node", "django", "sympy"] {
             assert!(runners.contains(runner), "{runner} among {runners:?}");
         }
         let with_ci = gold.instances.iter().find(|r| !r.ci_jobs.is_empty()).expect("a sample with CI jobs");

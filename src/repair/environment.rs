@@ -70,7 +70,10 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
     let test_files = crate::patch::files_touched(&task.test_patch);
     let runner = match extras.runner {
         Some(runner) => runner,
-        None => runners::detect(&test_files, &root).ok_or(TaskError::UnknownRunner)?,
+        None => match runners::detect(&test_files, &root).ok_or(TaskError::UnknownRunner)? {
+            RunnerKind::Pytest => runners::python_runner(|path| files.read(path).is_some()),
+            runner => runner,
+        },
     };
     if let Some(image) = &extras.image {
         return Ok(Environment { runner, image: ImageChoice::Given(image.clone()), env: Vec::new() });
@@ -85,7 +88,9 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         paths: tracked_paths(tree),
     };
     let (layer, env) = match runner {
-        RunnerKind::Pytest => (python_layer(&files, &extras, repo_tree)?, Vec::new()),
+        RunnerKind::Pytest | RunnerKind::Django | RunnerKind::Sympy => {
+            (python_layer(&files, &extras, repo_tree)?, Vec::new())
+        }
         RunnerKind::Cargo => (Some(cargo_layer(&extras, repo_tree)?), Vec::new()),
         RunnerKind::Go => (Some(go_layer(&extras, repo_tree)?), Vec::new()),
         RunnerKind::Node => (Some(node_layer(&files, &extras, repo_tree)?), Vec::new()),

@@ -561,7 +561,7 @@ async fn grade_instance<S: Sandbox + 'static>(
     // pytest runs the files test_patch touches and those the graded test ids name.
     let test_files: Vec<String> = prepare::task_test_files(&task)
         .into_iter()
-        .filter(|f| runner != grade::runners::RunnerKind::Pytest || f.ends_with(".py"))
+        .filter(|f| !runner.is_python() || f.ends_with(".py"))
         .collect();
     let plan = execute::TestPlan {
         spec: &spec,

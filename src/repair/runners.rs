@@ -1,6 +1,7 @@
-//! Test runs for runners other than pytest (cargo, go, node, any JUnit writer), and the
-//! repository's own CI jobs as grading steps. Each runner's output becomes per-test statuses
-//! through its parser in [`crate::grade::runners`]; each CI job is one outcome `ci:JOB`.
+//! Test runs for runners other than pytest (cargo, go, node, Django's and SymPy's own, any
+//! JUnit writer), and the repository's own CI jobs as grading steps. Each runner's output
+//! becomes per-test statuses through its parser in [`crate::grade::runners`]; each CI job is one
+//! outcome `ci:JOB`.
 //!
 //! Unlike pytest's signed channel, these statuses are read from the runner's own output,
 //! which code running inside the test process could imitate; the parsers' cross-checks
@@ -49,6 +50,27 @@ pub fn default_command(runner: RunnerKind, test_files: &[String]) -> Result<Opti
             }
             Some(steps.join("; "))
         }
+        // As SWE-bench runs them: Django's test labels are the test files' modules under
+        // `tests/`, SymPy's runner takes the files.
+        RunnerKind::Django => {
+            let labels: Vec<String> = test_files
+                .iter()
+                .filter_map(|f| f.strip_prefix("tests/")?.strip_suffix(".py").map(|m| m.replace('/', ".")))
+                .collect();
+            let mut words: Vec<String> = ["python3", "tests/runtests.py", "--verbosity", "2"]
+                .into_iter()
+                .chain(["--settings=test_sqlite", "--parallel", "1"])
+                .map(String::from)
+                .collect();
+            words.extend(labels);
+            Some(format!("{} 2>&1", shell::join(&words)?))
+        }
+        RunnerKind::Sympy => {
+            let mut words: Vec<String> =
+                ["python3", "bin/test", "-C", "--verbose"].map(String::from).to_vec();
+            words.extend(test_files.iter().cloned());
+            Some(format!("{} 2>&1", shell::join(&words)?))
+        }
         RunnerKind::Pytest | RunnerKind::Junit => None,
     })
 }
@@ -78,6 +100,8 @@ pub fn statuses(
         RunnerKind::Cargo => runners::libtest::parse(&format!("{}\n{}", exec.stdout, exec.stderr)),
         RunnerKind::Go => runners::gotest::parse(&exec.stdout),
         RunnerKind::Node => node_statuses(&exec.stdout),
+        RunnerKind::Django => runners::django::parse(&format!("{}\n{}", exec.stdout, exec.stderr)),
+        RunnerKind::Sympy => runners::sympy::parse(&format!("{}\n{}", exec.stdout, exec.stderr)),
         RunnerKind::Junit => runners::junit_generic::parse(junit_files)
             .map_err(|e| Tampered::Inconsistent(format!("unreadable JUnit report: {e}")))?,
         RunnerKind::Pytest => unreachable!("pytest results come through the signed channel"),

@@ -4,9 +4,9 @@
 pub mod browser;
 pub mod cli;
 pub mod gguf;
-pub mod hf_venv;
 pub mod hub;
 pub mod llama;
 pub mod ray;
 pub mod sandbox;
 pub mod swe;
+pub mod venv;

@@ -7,9 +7,11 @@
 //! add up (a duplicate id, a summary that disagrees with the per-test lines, a test that started
 //! and never finished) goes into [`RunnerReport::problems`] for the report to show.
 
+pub mod django;
 pub mod gotest;
 pub mod junit_generic;
 pub mod libtest;
+pub mod sympy;
 pub mod tap;
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +26,10 @@ pub enum RunnerKind {
     Go,
     Node,
     Junit,
+    /// Django's `tests/runtests.py`, with SWE-bench's django ids.
+    Django,
+    /// SymPy's `bin/test`, with SWE-bench's sympy ids.
+    Sympy,
 }
 
 impl RunnerKind {
@@ -34,7 +40,27 @@ impl RunnerKind {
             Self::Go => "go",
             Self::Node => "node",
             Self::Junit => "junit",
+            Self::Django => "django",
+            Self::Sympy => "sympy",
         }
+    }
+
+    /// Whether the tests are Python files, run in a Python environment.
+    pub fn is_python(&self) -> bool {
+        matches!(self, Self::Pytest | Self::Django | Self::Sympy)
+    }
+}
+
+/// The runner of a Python repository by its layout: Django's `tests/runtests.py` (run from the
+/// repository root, as SWE-bench runs it), SymPy's `bin/test`, otherwise pytest. `exists` says
+/// whether a path is a file of the tree.
+pub fn python_runner(exists: impl Fn(&str) -> bool) -> RunnerKind {
+    if exists("tests/runtests.py") {
+        RunnerKind::Django
+    } else if exists("bin/test") {
+        RunnerKind::Sympy
+    } else {
+        RunnerKind::Pytest
     }
 }
 
@@ -211,11 +237,25 @@ mod tests {
 
     #[test]
     fn kind_names_and_serde_agree() {
-        for kind in
-            [RunnerKind::Pytest, RunnerKind::Cargo, RunnerKind::Go, RunnerKind::Node, RunnerKind::Junit]
-        {
+        for kind in [
+            RunnerKind::Pytest,
+            RunnerKind::Cargo,
+            RunnerKind::Go,
+            RunnerKind::Node,
+            RunnerKind::Junit,
+            RunnerKind::Django,
+            RunnerKind::Sympy,
+        ] {
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{}\"", kind.as_str()));
         }
+    }
+
+    #[test]
+    fn python_repositories_are_told_apart_by_their_runner_files() {
+        let tree = |files: &'static [&'static str]| move |path: &str| files.contains(&path);
+        assert_eq!(python_runner(tree(&["tests/runtests.py", "setup.py"])), RunnerKind::Django);
+        assert_eq!(python_runner(tree(&["bin/test", "setup.py"])), RunnerKind::Sympy);
+        assert_eq!(python_runner(tree(&["tests/test_x.py", "pyproject.toml"])), RunnerKind::Pytest);
     }
 
     #[test]

@@ -326,7 +326,7 @@ async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) ->
     };
     let test_files: Vec<String> = prepare::task_test_files(&task)
         .into_iter()
-        .filter(|f| runner != crate::grade::runners::RunnerKind::Pytest || f.ends_with(".py"))
+        .filter(|f| !runner.is_python() || f.ends_with(".py"))
         .collect();
     let plan = execute::TestPlan {
         spec: &spec,

@@ -1,0 +1,270 @@
+//! Django's own test runner (`tests/runtests.py --verbosity 2`, unittest's text runner) to
+//! per-test statuses under SWE-bench's ids for django: each test's verbosity-2 description,
+//! `test_name (module.Class)`, or for a test with a docstring that docstring's first line.
+//!
+//! Python 3.11 describes a test as `test_name (module.Class.test_name)`; the id drops the
+//! repeated name, so one id names the test on every Python. Two tests may share a docstring line
+//! and so an id: the worse status is kept (never a passing test hiding a failing one), and that
+//! is not a problem, as it would be for other runners. What is checked: every test that started
+//! finished, and `Ran N tests` and the `OK`/`FAILED (...)` line agree with the per-test lines.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::{severity, Counts, RunnerReport};
+use crate::grade::TestStatus;
+
+/// The status a result word after ` ... ` stands for.
+fn result(word: &str) -> Option<TestStatus> {
+    let word = word.trim();
+    Some(match word {
+        "ok" | "OK" => TestStatus::Passed,
+        "FAIL" => TestStatus::Failed,
+        "ERROR" => TestStatus::Error,
+        "expected failure" => TestStatus::Xfail,
+        "unexpected success" => TestStatus::Failed,
+        _ if word.starts_with("skipped ") || word == "skipped" => TestStatus::Skipped,
+        _ => return None,
+    })
+}
+
+/// `test_x (module.Class.test_x)` (Python 3.11 and later) as `test_x (module.Class)`; a
+/// subtest's parameters after it stay.
+pub fn swe_bench_id(description: &str) -> String {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| Regex::new(r"^(\w+) \(([\w.]+)\.(\w+)\)(.*)$").expect("valid regex"));
+    match re.captures(description) {
+        Some(c) if c[1] == c[3] => format!("{} ({}){}", &c[1], &c[2], &c[4]),
+        _ => description.to_owned(),
+    }
+}
+
+/// What unittest's closing lines state: `Ran N tests`, then `OK (skipped=2)` or
+/// `FAILED (failures=1, errors=2, skipped=3, expected failures=1, unexpected successes=1)`.
+/// `failed` counts failing results, a failing subtest each.
+fn stated(outcome: &str) -> (usize, usize) {
+    let n = |key: &str| {
+        outcome
+            .split(['(', ',', ')'])
+            .filter_map(|part| part.trim().split_once('='))
+            .find(|(k, _)| k.trim() == key)
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    (n("failures") + n("errors") + n("unexpected successes"), n("skipped"))
+}
+
+/// The tally as the per-test lines give it, to hold against the closing lines.
+#[derive(Default)]
+struct Seen {
+    /// Tests (a test with subtests once).
+    tests: usize,
+    /// Failing results: tests, and each failing subtest.
+    failing: usize,
+    skipped: usize,
+}
+
+/// A test whose description was printed and whose result is still to come; `worst` is the
+/// worst status of its subtests that reported.
+struct Pending {
+    description: String,
+    worst: Option<TestStatus>,
+}
+
+struct Parser {
+    report: RunnerReport,
+    seen: Seen,
+    pending: Option<Pending>,
+}
+
+impl Parser {
+    fn record(&mut self, description: &str, status: TestStatus) {
+        let id = swe_bench_id(description.trim());
+        let old = self.report.statuses.entry(id).or_insert(status);
+        if severity(status) > severity(*old) {
+            *old = status;
+        }
+    }
+
+    fn count(&mut self, status: TestStatus) {
+        match status {
+            TestStatus::Failed | TestStatus::Error => self.seen.failing += 1,
+            TestStatus::Skipped => self.seen.skipped += 1,
+            TestStatus::Passed | TestStatus::Xfail => {}
+        }
+    }
+
+    /// A test's result line.
+    fn finished(&mut self, description: &str, status: TestStatus) {
+        self.settle();
+        self.seen.tests += 1;
+        self.count(status);
+        self.record(description, status);
+    }
+
+    /// The test still pending ends: with its failing subtests' worst status, or as a problem.
+    fn settle(&mut self) {
+        let Some(pending) = self.pending.take() else { return };
+        match pending.worst {
+            Some(worst) => {
+                self.seen.tests += 1;
+                self.record(&pending.description, worst);
+            }
+            None => {
+                self.report.problems.push(format!("test {} started and never finished", pending.description))
+            }
+        }
+    }
+
+    fn line(&mut self, line: &str) {
+        if let Some((description, rest)) = line.split_once(" ... ") {
+            let status = result(rest);
+            // A subtest's result, indented under its test (Python 3.11 and later).
+            if let (Some(pending), Some(status), true) =
+                (self.pending.as_mut(), status, line.starts_with("  "))
+            {
+                if pending.worst.is_none_or(|w| severity(status) > severity(w)) {
+                    pending.worst = Some(status);
+                }
+                self.count(status);
+                self.record(description, status);
+                return;
+            }
+            match status {
+                Some(status) => self.finished(description, status),
+                // Output the test printed came between the description and the result.
+                None => {
+                    self.settle();
+                    self.pending = Some(Pending { description: description.to_owned(), worst: None });
+                }
+            }
+            return;
+        }
+        if let Some(status) = self.pending.as_ref().filter(|p| p.worst.is_none()).and_then(|_| result(line)) {
+            let pending = self.pending.take().expect("checked above");
+            self.finished(&pending.description, status);
+        }
+    }
+
+    /// `Ran N tests` and the outcome line after it, held against the tally so far.
+    fn closing(&mut self, ran: usize, ran_line: &str, outcome: &str) {
+        self.settle();
+        if !(outcome.starts_with("OK") || outcome.starts_with("FAILED")) {
+            self.report.problems.push(format!("`{ran_line}` is followed by `{outcome}`, not OK or FAILED"));
+        }
+        let (failing, skipped) = stated(outcome);
+        let seen = std::mem::take(&mut self.seen);
+        if (ran, failing, skipped) != (seen.tests, seen.failing, seen.skipped) {
+            self.report.problems.push(format!(
+                "the run: the summary says {ran} tests, {failing} failing results, {skipped} skipped, but the \
+                 per-test lines give {}, {}, {}",
+                seen.tests, seen.failing, seen.skipped
+            ));
+        }
+        let total = self.report.summary.get_or_insert_with(Counts::default);
+        total.passed += ran.saturating_sub(failing + skipped);
+        total.failed += failing;
+        total.skipped += skipped;
+    }
+}
+
+pub fn parse(output: &str) -> RunnerReport {
+    let mut parser = Parser { report: RunnerReport::default(), seen: Seen::default(), pending: None };
+    let mut lines = output.lines().map(|l| l.trim_end_matches('\r'));
+    while let Some(line) = lines.next() {
+        let ran = line
+            .strip_prefix("Ran ")
+            .filter(|r| r.contains(" test"))
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        match ran {
+            Some(ran) => {
+                // The next non-empty line says OK or FAILED.
+                let outcome = lines.by_ref().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+                parser.closing(ran, line, outcome);
+            }
+            None => parser.line(line),
+        }
+    }
+    parser.settle();
+    let mut report = parser.report;
+    if report.summary.is_none() {
+        report.problems.push("no `Ran N tests` line: the runner did not finish".into());
+    }
+    if parser.seen.tests > 0 {
+        report.problems.push("tests reported after the `Ran N tests` line".into());
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_docstrings_statuses_and_totals() {
+        let log = "\
+Found 7 test(s).
+System check identified no issues (0 silenced).
+test_a (app.tests.T.test_a) ... ok
+test_b (app.tests.T.test_b)
+Does b. ... FAIL
+test_c (app.tests.T) ... ERROR
+test_d (app.tests.T.test_d) ... skipped 'no db'
+test_e (app.tests.T.test_e) ... some printed output
+ok
+test_f (app.tests.T.test_f) ... expected failure
+test_g (app.tests.T.test_g) ... unexpected success
+
+======================================================================
+FAIL: test_b (app.tests.T.test_b)
+----------------------------------------------------------------------
+Ran 7 tests in 0.010s
+
+FAILED (failures=1, errors=1, skipped=1, expected failures=1, unexpected successes=1)
+";
+        let report = parse(log);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let status = |id: &str| report.statuses.get(id).copied();
+        assert_eq!(status("test_a (app.tests.T)"), Some(TestStatus::Passed));
+        assert_eq!(status("Does b."), Some(TestStatus::Failed));
+        assert_eq!(status("test_c (app.tests.T)"), Some(TestStatus::Error));
+        assert_eq!(status("test_d (app.tests.T)"), Some(TestStatus::Skipped));
+        assert_eq!(status("test_e (app.tests.T)"), Some(TestStatus::Passed));
+        assert_eq!(status("test_f (app.tests.T)"), Some(TestStatus::Xfail));
+        assert_eq!(status("test_g (app.tests.T)"), Some(TestStatus::Failed));
+        assert_eq!(report.statuses.len(), 7);
+    }
+
+    #[test]
+    fn a_summary_that_disagrees_or_is_missing_is_a_problem() {
+        let forged = "test_a (m.T.test_a) ... ok\ntest_b (m.T.test_b) ... ok\n\nRan 3 tests in 0.1s\n\nFAILED (failures=1)\n";
+        let report = parse(forged);
+        assert!(report.problems.iter().any(|p| p.contains("summary says 3 tests")), "{:?}", report.problems);
+        let cut = "test_a (m.T.test_a) ... ok\ntest_b (m.T.test_b) ... ";
+        let report = parse(cut);
+        assert!(report.problems.iter().any(|p| p.contains("never finished")), "{:?}", report.problems);
+        assert!(report.problems.iter().any(|p| p.contains("did not finish")), "{:?}", report.problems);
+    }
+
+    #[test]
+    fn failing_subtests_fail_their_test_and_count_each() {
+        let log = "test_s (m.T.test_s) ... \n  test_s (m.T.test_s) (i=1) ... FAIL\n  test_s (m.T.test_s) (i=2) ... ERROR\n\
+                   test_t (m.T.test_t) ... ok\n\nRan 2 tests in 0.1s\n\nFAILED (failures=1, errors=1)\n";
+        let report = parse(log);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.statuses.get("test_s (m.T)"), Some(&TestStatus::Error));
+        assert_eq!(report.statuses.get("test_s (m.T) (i=1)"), Some(&TestStatus::Failed));
+        assert_eq!(report.statuses.get("test_s (m.T) (i=2)"), Some(&TestStatus::Error));
+        assert_eq!(report.statuses.get("test_t (m.T)"), Some(&TestStatus::Passed));
+    }
+
+    #[test]
+    fn two_tests_with_one_docstring_line_keep_the_worse_status() {
+        let log = "test_a (m.T.test_a)\nSame line. ... FAIL\ntest_b (m.T.test_b)\nSame line. ... ok\n\nRan 2 tests in 0.1s\n\nFAILED (failures=1)\n";
+        let report = parse(log);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.statuses.get("Same line."), Some(&TestStatus::Failed));
+    }
+}
