@@ -76,6 +76,12 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         },
     };
     if let Some(image) = &extras.image {
+        // Nothing is built on a given image: what would be built into it is refused, not dropped.
+        for (what, asked) in [("pip", &extras.pip), ("apt", &extras.apt), ("install", &extras.install)] {
+            if !asked.is_empty() {
+                return Err(TaskError::GivenImage { what });
+            }
+        }
         return Ok(Environment { runner, image: ImageChoice::Given(image.clone()), env: Vec::new() });
     }
     if let Some(wanted) = &extras.python {
@@ -251,8 +257,18 @@ fn repo_layer(
     steps.extend(crate::sandbox::layers::PASSED_BUILD_ARGS.iter().map(|a| format!("ARG {a}")));
     steps.push("USER root".to_owned());
     steps.push(HOST_CA_STEPS.to_owned());
-    if !extras.apt.is_empty() {
-        steps.push(apt_step(&[], &extras.apt)?);
+    // `environment.pip` outside a Python project (a linter a CI job runs, a JUnit-writing tool):
+    // a venv of its own, first on PATH.
+    let venv = if extras.pip.is_empty() { Vec::new() } else { vec!["python3-venv".to_owned()] };
+    if !extras.apt.is_empty() || !venv.is_empty() {
+        steps.push(apt_step(&venv, &extras.apt)?);
+    }
+    if !extras.pip.is_empty() {
+        steps.push(format!(
+            "RUN python3 -m venv {VENV} && {VENV}/bin/pip install --no-cache-dir {} && {VENV}/bin/pip freeze --all",
+            shell::join(&extras.pip)?
+        ));
+        steps.push(format!("ENV PATH={VENV}/bin:$PATH VIRTUAL_ENV={VENV}"));
     }
     steps.push("ADD tree.tar /workspace/".to_owned());
     steps.push("COPY tree-files /tmp/rb-tree-files".to_owned());
@@ -541,6 +557,39 @@ mod tests {
         // made stays.
         assert!(dockerfile.contains("xargs -0 rm -f -- < /tmp/rb-tree-files"));
         assert!(dockerfile.contains("SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0"));
+    }
+
+    #[test]
+    fn pip_packages_are_installed_for_every_runner_and_refused_on_a_given_image() {
+        let (_dir, repo, tree) =
+            repo_with(&[("go.mod", "module example.com/m\n\ngo 1.19\n"), ("package.json", "{}\n")]);
+        let tree = repo.find_tree(tree).unwrap();
+        let extras = TaskEnvironment { pip: vec!["yamllint==1.35.1".into()], ..Default::default() };
+        for (test_file, runner) in [("m_test.go", RunnerKind::Go), ("test/x.test.js", RunnerKind::Node)] {
+            let environment = plan(&repo, &tree, &task(test_file, Some(extras.clone()))).unwrap();
+            assert_eq!(environment.runner, runner);
+            let dockerfile = dockerfile(&environment).expect("a layer is built");
+            assert!(dockerfile.contains("--no-install-recommends python3-venv "), "{dockerfile}");
+            assert!(
+                dockerfile.contains("/opt/venv/bin/pip install --no-cache-dir 'yamllint==1.35.1'"),
+                "{dockerfile}"
+            );
+            assert!(dockerfile.contains("ENV PATH=/opt/venv/bin:$PATH"), "{dockerfile}");
+        }
+        let junit = TaskEnvironment { runner: Some(RunnerKind::Junit), ..extras.clone() };
+        let dockerfile = dockerfile(&plan(&repo, &tree, &task("x.txt", Some(junit))).unwrap()).unwrap();
+        assert!(dockerfile.contains("install --no-cache-dir 'yamllint==1.35.1'"), "{dockerfile}");
+        for given in [
+            TaskEnvironment { image: Some("team/tools:1".into()), ..extras.clone() },
+            TaskEnvironment {
+                image: Some("team/tools:1".into()),
+                apt: vec!["jq".into()],
+                ..Default::default()
+            },
+        ] {
+            let err = plan(&repo, &tree, &task("m_test.go", Some(given))).unwrap_err().to_string();
+            assert!(err.contains("environment.image") && err.contains("cannot be applied"), "{err}");
+        }
     }
 
     #[test]

@@ -53,6 +53,11 @@ pub enum TaskError {
          give an `environment.image` that has it"
     )]
     PythonVersion { wanted: String, available: &'static str },
+    #[error(
+        "`environment.image` is used as it is, so `environment.{what}` cannot be applied; install \
+         it in that image, or drop `environment.image` to have one built"
+    )]
+    GivenImage { what: &'static str },
     #[error("the `cargo` runner copies the host's Rust toolchain, but `rustc` is not on PATH")]
     NoRustc,
     #[error("service `{service}`: `build.copy` names {path}, which the repository does not have")]
