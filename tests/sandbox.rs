@@ -227,10 +227,12 @@ async fn output_over_the_cap_is_truncated_and_flagged() {
     let sandbox = connect().await;
     let mut spec = spec();
     spec.limits.output_cap_bytes = 1000;
-    let script = "import sys\nsys.stdout.write('x' * 1000000)\nsys.stderr.write('short')\n";
+    // A long log whose summary comes last: the first and last 500 bytes are kept.
+    let script = "import sys\nsys.stdout.write('x' * 1000000 + 'SUMMARY')\nsys.stderr.write('short')\n";
     let out = sandbox.run_job(&spec, &job(&["python3", "-c", script], 30), None).await.unwrap();
     assert_eq!(out.result.verdict, Verdict::Exit(0));
-    assert_eq!(out.result.stdout, "x".repeat(1000));
+    let cut = format!("\n[... {} bytes cut here by the output cap ...]\n", 1_000_007 - 1000);
+    assert_eq!(out.result.stdout, format!("{}{cut}{}SUMMARY", "x".repeat(500), "x".repeat(493)));
     assert!(out.result.stdout_truncated);
     assert_eq!(out.result.stderr, "short");
     assert!(!out.result.stderr_truncated);

@@ -39,7 +39,8 @@ pub struct RunArgs {
     /// Maximum number of processes and threads.
     #[arg(long, default_value_t = 256)]
     pids: i64,
-    /// Bytes of stdout (and of stderr) kept; the rest is dropped and flagged.
+    /// Bytes of stdout (and of stderr) kept: the first half and the last half; the middle is
+    /// cut and flagged.
     #[arg(long, default_value = "1m", value_parser = parse_size)]
     output_cap: u64,
     /// Directory whose contents are copied into /workspace before the command runs.

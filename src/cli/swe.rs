@@ -72,6 +72,10 @@ pub struct GradeOptions {
     /// Size cap of each container's /workspace (memory-backed, within --memory), e.g. 1g.
     #[arg(long, default_value = "1g", value_parser = super::sandbox::parse_size)]
     workspace_size: u64,
+    /// Bytes of a test run's stdout (and of its stderr) kept: the first half and the last
+    /// half, so the runner's closing summary survives a long log; the middle is cut and flagged.
+    #[arg(long, default_value = "1m", value_parser = super::sandbox::parse_size)]
+    output_cap: u64,
     /// Image for tasks without their own `environment.image` (default: the Python image).
     #[arg(long)]
     image: Option<String>,
@@ -235,8 +239,12 @@ fn grade_plan(
     if options.workspace_size > options.memory {
         anyhow::bail!("--workspace-size must not exceed --memory (the workspace is held in memory)");
     }
-    settings.limits =
-        Limits { memory_bytes: options.memory, workspace_bytes: options.workspace_size, ..Limits::default() };
+    settings.limits = Limits {
+        memory_bytes: options.memory,
+        workspace_bytes: options.workspace_size,
+        output_cap_bytes: options.output_cap as usize,
+        ..Limits::default()
+    };
     Ok(GradePlan {
         dataset: data.dataset.clone(),
         predictions,

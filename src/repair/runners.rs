@@ -107,7 +107,9 @@ pub fn statuses(
         RunnerKind::Pytest => unreachable!("pytest results come through the signed channel"),
     };
     if exec.stdout_truncated {
-        return Err(Tampered::Inconsistent("the runner's output was cut at the output cap".into()));
+        return Err(Tampered::Inconsistent(
+            "the runner's output was cut in the middle by the output cap (raise --output-cap)".into(),
+        ));
     }
     if !report.problems.is_empty() {
         return Err(Tampered::Inconsistent(report.problems.join("; ")));

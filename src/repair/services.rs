@@ -299,7 +299,7 @@ pub fn record(states: &[ServiceState], checks: Vec<CheckOutcome>) -> (Vec<Servic
         .map(|state| {
             let mut log = state.log.clone();
             if state.log_truncated {
-                log.push_str("\n[repairbench: the log was cut at the output cap]\n");
+                log.push_str("\n[repairbench: the middle of the log was cut by the output cap]\n");
             }
             logs.logs.push((state.name.clone(), log));
             ServiceOutcome {

@@ -25,7 +25,8 @@ pub struct Limits {
     pub memory_bytes: u64,
     pub cpus: f64,
     pub pids: i64,
-    /// Bytes of stdout (and, separately, stderr) kept per exec; the rest is dropped and flagged.
+    /// Bytes of stdout (and, separately, stderr) kept per exec: the first half and the last half;
+    /// the middle is cut and flagged.
     pub output_cap_bytes: usize,
     /// Bytes the workspace of an environment or service may hold. It is memory-backed, so
     /// nothing written there reaches the host's disk, and it counts against `memory_bytes`.

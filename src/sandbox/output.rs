@@ -17,45 +17,65 @@ pub struct OutputChunk {
 /// Where streamed output goes (e.g. the CLI printing it live).
 pub type OutputSink = tokio::sync::mpsc::UnboundedSender<OutputChunk>;
 
-/// Keeps the first `cap` bytes of a stream and remembers whether more came.
+/// Keeps the first half of `cap` bytes of a stream and its last half, and counts what was cut
+/// between them: a runner's closing summary (pytest's `-rA` section, `Ran N tests`) comes last,
+/// so a long log must not push it out.
 #[derive(Debug)]
 pub struct CappedOutput {
-    kept: Vec<u8>,
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
     cap: usize,
-    truncated: bool,
+    cut: u64,
 }
 
 impl CappedOutput {
     pub fn new(cap: usize) -> Self {
-        Self { kept: Vec::new(), cap, truncated: false }
+        Self { head: Vec::new(), tail: std::collections::VecDeque::new(), cap, cut: 0 }
     }
 
-    /// Appends what fits and returns that part; the rest is dropped and flagged.
+    fn head_cap(&self) -> usize {
+        self.cap - self.cap / 2
+    }
+
+    /// Appends `bytes` and returns the part that went to the head (what is shown live); the
+    /// rest goes to the tail, whose oldest bytes are cut once it is full.
     pub fn push<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
-        let room = self.cap.saturating_sub(self.kept.len());
-        let kept = &bytes[..bytes.len().min(room)];
-        if kept.len() < bytes.len() {
-            self.truncated = true;
+        let room = self.head_cap().saturating_sub(self.head.len());
+        let (head, rest) = bytes.split_at(bytes.len().min(room));
+        self.head.extend_from_slice(head);
+        self.tail.extend(rest);
+        let tail_cap = self.cap / 2;
+        if self.tail.len() > tail_cap {
+            let excess = self.tail.len() - tail_cap;
+            self.tail.drain(..excess);
+            self.cut += excess as u64;
         }
-        self.kept.extend_from_slice(kept);
-        kept
+        head
     }
 
+    /// Whether bytes were cut.
     pub fn truncated(&self) -> bool {
-        self.truncated
+        self.cut > 0
     }
 
-    /// The kept bytes so far as text (invalid UTF-8 replaced), keeping the buffer.
+    /// Head, a line saying how much was cut (when something was), and tail, as text (invalid
+    /// UTF-8, e.g. a character cut in two, is replaced).
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.kept).into_owned()
-    }
-
-    /// The kept bytes as text (invalid UTF-8, e.g. a character cut by the cap, is replaced).
-    pub fn into_string(self) -> String {
-        match String::from_utf8(self.kept) {
+        let mut bytes = self.head.clone();
+        if self.cut > 0 {
+            bytes.extend_from_slice(
+                format!("\n[... {} bytes cut here by the output cap ...]\n", self.cut).as_bytes(),
+            );
+        }
+        bytes.extend(self.tail.iter());
+        match String::from_utf8(bytes) {
             Ok(s) => s,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         }
+    }
+
+    pub fn into_string(self) -> String {
+        self.text()
     }
 }
 
@@ -64,14 +84,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keeps_up_to_the_cap_and_flags_the_rest() {
-        let mut out = CappedOutput::new(5);
-        assert_eq!(out.push(b"abc"), b"abc");
+    fn keeps_the_head_and_the_tail_and_says_what_was_cut() {
+        let mut out = CappedOutput::new(6);
+        assert_eq!(out.push(b"ab"), b"ab");
+        assert_eq!(out.push(b"cdef"), b"c");
         assert!(!out.truncated());
-        assert_eq!(out.push(b"defg"), b"de");
+        assert_eq!(out.text(), "abcdef");
+        assert_eq!(out.push(b"ghij"), b"");
         assert!(out.truncated());
-        assert_eq!(out.push(b"h"), b"");
-        assert_eq!(out.into_string(), "abcde");
+        assert_eq!(out.into_string(), "abc\n[... 4 bytes cut here by the output cap ...]\nhij");
     }
 
     #[test]
@@ -79,5 +100,6 @@ mod tests {
         let mut out = CappedOutput::new(3);
         out.push(b"abc");
         assert!(!out.truncated());
+        assert_eq!(out.into_string(), "abc");
     }
 }
