@@ -15,6 +15,7 @@ use crate::tasks::ci::CiJob;
 use crate::tasks::services::RUNNER_NAME;
 use crate::tasks::SweTask;
 
+use super::environment::BEFORE_TESTS;
 use super::imports::{self, ImportOrder};
 use super::services;
 use super::verdict::{self, RunFacts, Step};
@@ -69,6 +70,12 @@ fn pytest_command(tests: &[String], channel: &ResultsChannel) -> Result<String, 
     words.extend(channel.pytest_args());
     words.extend(tests.iter().cloned());
     shell::join(&words)
+}
+
+/// `command`, after the environment's [`BEFORE_TESTS`] script where the image has one (it
+/// rebuilds compiled extensions from the tree under test); exit 90 when that fails.
+fn before_tests(command: &str) -> String {
+    format!("if [ -x {BEFORE_TESTS} ]; then {BEFORE_TESTS} || exit 90; fi; {command}")
 }
 
 /// How one task's tests are run.
@@ -198,7 +205,7 @@ impl TestPlan<'_> {
             sandbox.copy_in(&handle, WORKSPACE, tree_tar.to_vec()).await?;
             sandbox.copy_in(&handle, WORKSPACE, order.files(pythonpath.as_deref())).await?;
             let request = ExecRequest {
-                cmd: vec!["sh".into(), "-c".into(), command.clone()],
+                cmd: vec!["sh".into(), "-c".into(), before_tests(&command)],
                 timeout: self.timeout,
                 workdir: Some(WORKSPACE.into()),
                 env,
@@ -257,7 +264,7 @@ impl TestPlan<'_> {
                 files.iter().map(|(path, content)| (path.as_str(), content.as_slice(), false)).collect();
             sandbox.copy_in(&handle, WORKSPACE, sandbox::archive::tar_files(&entries)).await?;
             let request = ExecRequest {
-                cmd: vec!["sh".into(), "-c".into(), command.clone()],
+                cmd: vec!["sh".into(), "-c".into(), before_tests(&command)],
                 timeout: self.timeout,
                 workdir: Some(WORKSPACE.into()),
                 env,

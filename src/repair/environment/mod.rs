@@ -138,7 +138,20 @@ struct PythonProject {
     requirement_files: Vec<String>,
     /// Something must be installed for the tests to import the code.
     needs_install: bool,
+    /// C, C++ or Cython extension modules: a compiler and Python's headers are needed, and the
+    /// extensions are built again from the tree under test before each run.
+    compiled: bool,
+    /// `[build-system] requires`, installed into the venv so the rebuild needs no network.
+    build_requires: Vec<String>,
 }
+
+/// A script in the image run before the tests, when the environment has one: it rebuilds a
+/// project's compiled extensions from the tree under test (the image holds those of the
+/// environment commit). Root-owned in a read-only root, so a patch cannot change it.
+pub const BEFORE_TESTS: &str = "/opt/repairbench/before-tests";
+
+/// Build backends and tools whose projects compile extension modules.
+const COMPILING_BUILD_REQUIRES: &[&str] = &["cython", "pybind11", "scikit-build", "meson-python", "cffi"];
 
 fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
     let mut project = PythonProject::default();
@@ -148,6 +161,13 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
         if let Ok(doc) = text.parse::<toml::Table>() {
             let table = doc.get("project").and_then(|p| p.as_table());
             project.installable |= table.is_some() || doc.contains_key("build-system");
+            let requires = doc.get("build-system").and_then(|b| b.get("requires")).and_then(|r| r.as_array());
+            project.build_requires =
+                requires.into_iter().flatten().filter_map(|r| r.as_str().map(str::to_owned)).collect();
+            project.compiled |= project.build_requires.iter().any(|r| {
+                let r = r.to_ascii_lowercase();
+                COMPILING_BUILD_REQUIRES.iter().any(|tool| r.starts_with(tool))
+            }) || text.contains("ext-modules");
             if let Some(table) = table {
                 let deps = table.get("dependencies").and_then(|d| d.as_array()).map_or(0, Vec::len);
                 project.needs_install |= deps > 0;
@@ -166,6 +186,7 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
     if let Some(text) = files.read("setup.py") {
         project.installable = true;
         project.needs_install |= text.contains("install_requires");
+        project.compiled |= ["Extension(", "ext_modules", "cythonize"].iter().any(|m| text.contains(m));
         extras_declared.extend(
             TEST_EXTRAS
                 .iter()
@@ -180,8 +201,9 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
         .collect();
     project.requirement_files = REQUIREMENT_FILES.iter().filter(|f| has(f)).map(|f| f.to_string()).collect();
     project.needs_install |= !project.requirement_files.is_empty() || !project.extras.is_empty();
-    // A `src/` layout is importable only once installed.
+    // A `src/` layout is importable only once installed; extensions only once built.
     project.needs_install |= project.installable && files.is_dir("src") && !has("conftest.py");
+    project.needs_install |= project.compiled;
     project
 }
 
@@ -192,7 +214,11 @@ fn python_layer(
     extras: &TaskEnvironment,
     repo_tree: RepoTree,
 ) -> Result<Option<LayerSpec>, NulByte> {
-    let project = python_project(files, &files.root_names());
+    let mut project = python_project(files, &files.root_names());
+    if repo_tree.paths.iter().any(|p| p.ends_with(".pyx") || p.ends_with(".pxd")) {
+        project.compiled = true;
+        project.needs_install = true;
+    }
     let asked = !extras.pip.is_empty() || !extras.apt.is_empty() || !extras.install.is_empty();
     if !project.needs_install && !asked {
         return Ok(None);
@@ -205,7 +231,7 @@ fn python_layer(
         "ARG PIP_TRUSTED_HOST".to_owned(),
         "USER root".to_owned(),
         HOST_CA_STEPS.to_owned(),
-        apt_step(&["python3-venv".to_owned()], &extras.apt)?,
+        apt_step(&python_packages(project.compiled), &extras.apt)?,
         format!("RUN python3 -m venv {VENV} && {VENV}/bin/pip install --no-cache-dir pytest"),
         format!("ENV PATH={VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={VENV}"),
         "ADD tree.tar /workspace/".to_owned(),
@@ -230,6 +256,22 @@ fn python_layer(
     }
     let (install_steps, install_files) = command_steps(&extras.install);
     steps.extend(install_steps);
+    if project.compiled {
+        // The build tools stay in the venv, and the extensions are built again in place from
+        // the tree under test before each run, with no network.
+        let mut tools = vec!["setuptools".to_owned(), "wheel".to_owned()];
+        tools.extend(project.build_requires.iter().cloned());
+        steps.push(format!("RUN pip install --no-cache-dir {}", shell::join(&tools)?));
+        let rebuild = if files.read("setup.py").is_some() {
+            "python3 setup.py --quiet build_ext --inplace --force"
+        } else {
+            "pip install --quiet --no-deps --no-build-isolation --no-index -e ."
+        };
+        steps.push(format!(
+            "RUN mkdir -p {dir} && printf '#!/bin/sh\\nset -e\\ncd /workspace\\n{rebuild}\\n' > {BEFORE_TESTS} && chmod 755 {BEFORE_TESTS}",
+            dir = BEFORE_TESTS.rsplit_once('/').map_or("/", |(d, _)| d),
+        ));
+    }
     // What was installed is in the build log; the workspace is emptied, since every test run
     // gets the tree under test copied into a fresh one.
     steps.push("RUN pip freeze --all".to_owned());
@@ -450,6 +492,16 @@ fn tracked_paths(tree: &Tree<'_>) -> Vec<String> {
 const REMOVE_TRACKED: &str = "RUN xargs -0 rm -f -- < /tmp/rb-tree-files && rm /tmp/rb-tree-files \\\n    \
 && find /workspace -mindepth 1 -type d -empty -delete && chown -R sandbox:sandbox /workspace";
 
+/// Debian packages a Python environment needs: the venv module, and for compiled extensions a
+/// C compiler and Python's headers.
+fn python_packages(compiled: bool) -> Vec<String> {
+    let mut packages = vec!["python3-venv"];
+    if compiled {
+        packages.extend(["gcc", "g++", "libc6-dev", "python3-dev"]);
+    }
+    packages.into_iter().map(str::to_owned).collect()
+}
+
 pub(super) fn apt_step(always: &[String], asked: &[String]) -> Result<String, NulByte> {
     let packages: Vec<String> = always.iter().chain(asked).cloned().collect();
     Ok(format!(
@@ -465,147 +517,4 @@ pub fn task_env(task: &SweTask) -> BTreeMap<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A repository holding `files` in one commit; returns the repo and the tree id.
-    fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository, git2::Oid) {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = Repository::init(dir.path()).unwrap();
-        let mut index = repo.index().unwrap();
-        for (path, text) in files {
-            let blob = repo.blob(text.as_bytes()).unwrap();
-            let entry = git2::IndexEntry {
-                ctime: git2::IndexTime::new(0, 0),
-                mtime: git2::IndexTime::new(0, 0),
-                dev: 0,
-                ino: 0,
-                mode: 0o100644,
-                uid: 0,
-                gid: 0,
-                file_size: text.len() as u32,
-                id: blob,
-                flags: 0,
-                flags_extended: 0,
-                path: path.as_bytes().to_vec(),
-            };
-            index.add(&entry).unwrap();
-        }
-        let tree = index.write_tree().unwrap();
-        (dir, repo, tree)
-    }
-
-    fn task(test_patch_file: &str, environment: Option<TaskEnvironment>) -> SweTask {
-        let text = serde_json::json!({
-            "repo": "acme/x", "instance_id": "x-1", "base_commit": "0",
-            "test_patch": format!("diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n", f = test_patch_file),
-            "FAIL_TO_PASS": [],
-        });
-        let mut task: SweTask = serde_json::from_value(text).unwrap();
-        task.environment = environment;
-        task
-    }
-
-    fn dockerfile(environment: &Environment) -> Option<String> {
-        match &environment.image {
-            ImageChoice::Build(layer) => Some(
-                String::from_utf8(layer.files.iter().find(|(p, _)| p == "Dockerfile").unwrap().1.clone())
-                    .unwrap(),
-            ),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn a_self_contained_python_project_runs_in_the_run_image() {
-        let (_dir, repo, tree) = repo_with(&[
-            ("pyproject.toml", "[project]\nname = \"x\"\nversion = \"1\"\n"),
-            ("x/__init__.py", ""),
-            ("tests/test_x.py", "def test(): pass\n"),
-        ]);
-        let tree = repo.find_tree(tree).unwrap();
-        let environment = plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap();
-        assert_eq!(environment.runner, RunnerKind::Pytest);
-        assert!(matches!(environment.image, ImageChoice::RunImage), "{environment:?}");
-    }
-
-    #[test]
-    fn dependencies_src_layout_and_extras_are_installed() {
-        let (_dir, repo, tree) = repo_with(&[
-            (
-                "pyproject.toml",
-                "[build-system]\nrequires = [\"setuptools>=61\"]\n[project]\nname = \"x\"\nversion = \"1\"\n\
-                 dependencies = [\"packaging>=23\"]\n[project.optional-dependencies]\ntest = [\"pytest\"]\ndocs = [\"sphinx\"]\n",
-            ),
-            ("src/x/__init__.py", ""),
-            ("requirements-dev.txt", "hypothesis\n"),
-        ]);
-        let tree = repo.find_tree(tree).unwrap();
-        let extras = TaskEnvironment {
-            pip: vec!["pyflakes==3.2.0".into()],
-            apt: vec!["libpq-dev".into()],
-            ..Default::default()
-        };
-        let environment = plan(&repo, &tree, &task("tests/test_x.py", Some(extras))).unwrap();
-        let dockerfile = dockerfile(&environment).expect("a layer is built");
-        assert!(dockerfile.contains("pip install --no-cache-dir -e '.[test]'"), "{dockerfile}");
-        assert!(dockerfile.contains("-r requirements-dev.txt"), "{dockerfile}");
-        assert!(dockerfile.contains("pip install --no-cache-dir 'pyflakes==3.2.0'\n"), "{dockerfile}");
-        assert!(dockerfile.contains("--no-install-recommends python3-venv libpq-dev "), "{dockerfile}");
-        assert!(!dockerfile.contains("docs"), "only test extras: {dockerfile}");
-        // The tree's own files go (each run copies the tree under test in); what the build
-        // made stays.
-        assert!(dockerfile.contains("xargs -0 rm -f -- < /tmp/rb-tree-files"));
-        assert!(dockerfile.contains("SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0"));
-    }
-
-    #[test]
-    fn pip_packages_are_installed_for_every_runner_and_refused_on_a_given_image() {
-        let (_dir, repo, tree) =
-            repo_with(&[("go.mod", "module example.com/m\n\ngo 1.19\n"), ("package.json", "{}\n")]);
-        let tree = repo.find_tree(tree).unwrap();
-        let extras = TaskEnvironment { pip: vec!["yamllint==1.35.1".into()], ..Default::default() };
-        for (test_file, runner) in [("m_test.go", RunnerKind::Go), ("test/x.test.js", RunnerKind::Node)] {
-            let environment = plan(&repo, &tree, &task(test_file, Some(extras.clone()))).unwrap();
-            assert_eq!(environment.runner, runner);
-            let dockerfile = dockerfile(&environment).expect("a layer is built");
-            assert!(dockerfile.contains("--no-install-recommends python3-venv "), "{dockerfile}");
-            assert!(
-                dockerfile.contains("/opt/venv/bin/pip install --no-cache-dir 'yamllint==1.35.1'"),
-                "{dockerfile}"
-            );
-            assert!(dockerfile.contains("ENV PATH=/opt/venv/bin:$PATH"), "{dockerfile}");
-        }
-        let junit = TaskEnvironment { runner: Some(RunnerKind::Junit), ..extras.clone() };
-        let dockerfile = dockerfile(&plan(&repo, &tree, &task("x.txt", Some(junit))).unwrap()).unwrap();
-        assert!(dockerfile.contains("install --no-cache-dir 'yamllint==1.35.1'"), "{dockerfile}");
-        for given in [
-            TaskEnvironment { image: Some("team/tools:1".into()), ..extras.clone() },
-            TaskEnvironment {
-                image: Some("team/tools:1".into()),
-                apt: vec!["jq".into()],
-                ..Default::default()
-            },
-        ] {
-            let err = plan(&repo, &tree, &task("m_test.go", Some(given))).unwrap_err().to_string();
-            assert!(err.contains("environment.image") && err.contains("cannot be applied"), "{err}");
-        }
-    }
-
-    #[test]
-    fn a_python_the_images_lack_is_an_error_and_a_given_image_is_used_as_is() {
-        let (_dir, repo, tree) = repo_with(&[("setup.py", "from setuptools import setup\nsetup()\n")]);
-        let tree = repo.find_tree(tree).unwrap();
-        let old = TaskEnvironment { python: Some("3.8".into()), ..Default::default() };
-        let err = plan(&repo, &tree, &task("tests/test_x.py", Some(old))).unwrap_err();
-        let err = err.to_string();
-        assert!(err.contains("Python 3.8") && err.contains("environment.image"), "{err}");
-        let given = TaskEnvironment {
-            image: Some("team/py38:1".into()),
-            python: Some("3.8".into()),
-            ..Default::default()
-        };
-        let environment = plan(&repo, &tree, &task("tests/test_x.py", Some(given))).unwrap();
-        assert!(matches!(environment.image, ImageChoice::Given(ref i) if i == "team/py38:1"));
-    }
-}
+mod tests;

@@ -1,0 +1,166 @@
+use super::*;
+
+/// A repository holding `files` in one commit; returns the repo and the tree id.
+fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository, git2::Oid) {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repository::init(dir.path()).unwrap();
+    let mut index = repo.index().unwrap();
+    for (path, text) in files {
+        let blob = repo.blob(text.as_bytes()).unwrap();
+        let entry = git2::IndexEntry {
+            ctime: git2::IndexTime::new(0, 0),
+            mtime: git2::IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode: 0o100644,
+            uid: 0,
+            gid: 0,
+            file_size: text.len() as u32,
+            id: blob,
+            flags: 0,
+            flags_extended: 0,
+            path: path.as_bytes().to_vec(),
+        };
+        index.add(&entry).unwrap();
+    }
+    let tree = index.write_tree().unwrap();
+    (dir, repo, tree)
+}
+
+fn task(test_patch_file: &str, environment: Option<TaskEnvironment>) -> SweTask {
+    let text = serde_json::json!({
+        "repo": "acme/x", "instance_id": "x-1", "base_commit": "0",
+        "test_patch": format!("diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n", f = test_patch_file),
+        "FAIL_TO_PASS": [],
+    });
+    let mut task: SweTask = serde_json::from_value(text).unwrap();
+    task.environment = environment;
+    task
+}
+
+fn dockerfile(environment: &Environment) -> Option<String> {
+    match &environment.image {
+        ImageChoice::Build(layer) => Some(
+            String::from_utf8(layer.files.iter().find(|(p, _)| p == "Dockerfile").unwrap().1.clone())
+                .unwrap(),
+        ),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_self_contained_python_project_runs_in_the_run_image() {
+    let (_dir, repo, tree) = repo_with(&[
+        ("pyproject.toml", "[project]\nname = \"x\"\nversion = \"1\"\n"),
+        ("x/__init__.py", ""),
+        ("tests/test_x.py", "def test(): pass\n"),
+    ]);
+    let tree = repo.find_tree(tree).unwrap();
+    let environment = plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap();
+    assert_eq!(environment.runner, RunnerKind::Pytest);
+    assert!(matches!(environment.image, ImageChoice::RunImage), "{environment:?}");
+}
+
+#[test]
+fn dependencies_src_layout_and_extras_are_installed() {
+    let (_dir, repo, tree) = repo_with(&[
+        (
+            "pyproject.toml",
+            "[build-system]\nrequires = [\"setuptools>=61\"]\n[project]\nname = \"x\"\nversion = \"1\"\n\
+             dependencies = [\"packaging>=23\"]\n[project.optional-dependencies]\ntest = [\"pytest\"]\ndocs = [\"sphinx\"]\n",
+        ),
+        ("src/x/__init__.py", ""),
+        ("requirements-dev.txt", "hypothesis\n"),
+    ]);
+    let tree = repo.find_tree(tree).unwrap();
+    let extras = TaskEnvironment {
+        pip: vec!["pyflakes==3.2.0".into()],
+        apt: vec!["libpq-dev".into()],
+        ..Default::default()
+    };
+    let environment = plan(&repo, &tree, &task("tests/test_x.py", Some(extras))).unwrap();
+    let dockerfile = dockerfile(&environment).expect("a layer is built");
+    assert!(dockerfile.contains("pip install --no-cache-dir -e '.[test]'"), "{dockerfile}");
+    assert!(dockerfile.contains("-r requirements-dev.txt"), "{dockerfile}");
+    assert!(dockerfile.contains("pip install --no-cache-dir 'pyflakes==3.2.0'\n"), "{dockerfile}");
+    assert!(dockerfile.contains("--no-install-recommends python3-venv libpq-dev "), "{dockerfile}");
+    assert!(!dockerfile.contains("docs"), "only test extras: {dockerfile}");
+    // The tree's own files go (each run copies the tree under test in); what the build
+    // made stays.
+    assert!(dockerfile.contains("xargs -0 rm -f -- < /tmp/rb-tree-files"));
+    assert!(dockerfile.contains("SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0"));
+}
+
+#[test]
+fn compiled_extensions_get_a_compiler_and_a_rebuild_before_the_tests() {
+    let setup =
+        "from setuptools import Extension, setup\nsetup(ext_modules=[Extension('m._c', ['m/_c.c'])])\n";
+    let cython = "[build-system]\nrequires = [\"setuptools\", \"Cython>=3\"]\n[project]\nname = \"x\"\nversion = \"1\"\n";
+    let plain = "[project]\nname = \"x\"\nversion = \"1\"\ndependencies = [\"packaging\"]\n";
+    for (files, compiled, rebuild) in [
+        (vec![("setup.py", setup)], true, "setup.py --quiet build_ext --inplace --force"),
+        (vec![("pyproject.toml", cython)], true, "--no-build-isolation --no-index -e ."),
+        (vec![("pyproject.toml", plain), ("m/fast.pyx", "")], true, "--no-build-isolation"),
+        (vec![("pyproject.toml", plain)], false, ""),
+    ] {
+        let (_dir, repo, tree) = repo_with(&files);
+        let tree = repo.find_tree(tree).unwrap();
+        let dockerfile = dockerfile(&plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap()).unwrap();
+        assert_eq!(dockerfile.contains("gcc g++ libc6-dev python3-dev"), compiled, "{dockerfile}");
+        assert_eq!(dockerfile.contains(BEFORE_TESTS), compiled, "{dockerfile}");
+        assert!(dockerfile.contains(rebuild), "{dockerfile}");
+    }
+    let (_dir, repo, tree) = repo_with(&[("pyproject.toml", cython)]);
+    let tree = repo.find_tree(tree).unwrap();
+    let dockerfile = dockerfile(&plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap()).unwrap();
+    assert!(
+        dockerfile.contains("pip install --no-cache-dir setuptools wheel setuptools 'Cython>=3'"),
+        "{dockerfile}"
+    );
+}
+
+#[test]
+fn pip_packages_are_installed_for_every_runner_and_refused_on_a_given_image() {
+    let (_dir, repo, tree) =
+        repo_with(&[("go.mod", "module example.com/m\n\ngo 1.19\n"), ("package.json", "{}\n")]);
+    let tree = repo.find_tree(tree).unwrap();
+    let extras = TaskEnvironment { pip: vec!["yamllint==1.35.1".into()], ..Default::default() };
+    for (test_file, runner) in [("m_test.go", RunnerKind::Go), ("test/x.test.js", RunnerKind::Node)] {
+        let environment = plan(&repo, &tree, &task(test_file, Some(extras.clone()))).unwrap();
+        assert_eq!(environment.runner, runner);
+        let dockerfile = dockerfile(&environment).expect("a layer is built");
+        assert!(dockerfile.contains("--no-install-recommends python3-venv "), "{dockerfile}");
+        assert!(
+            dockerfile.contains("/opt/venv/bin/pip install --no-cache-dir 'yamllint==1.35.1'"),
+            "{dockerfile}"
+        );
+        assert!(dockerfile.contains("ENV PATH=/opt/venv/bin:$PATH"), "{dockerfile}");
+    }
+    let junit = TaskEnvironment { runner: Some(RunnerKind::Junit), ..extras.clone() };
+    let dockerfile = dockerfile(&plan(&repo, &tree, &task("x.txt", Some(junit))).unwrap()).unwrap();
+    assert!(dockerfile.contains("install --no-cache-dir 'yamllint==1.35.1'"), "{dockerfile}");
+    for given in [
+        TaskEnvironment { image: Some("team/tools:1".into()), ..extras.clone() },
+        TaskEnvironment { image: Some("team/tools:1".into()), apt: vec!["jq".into()], ..Default::default() },
+    ] {
+        let err = plan(&repo, &tree, &task("m_test.go", Some(given))).unwrap_err().to_string();
+        assert!(err.contains("environment.image") && err.contains("cannot be applied"), "{err}");
+    }
+}
+
+#[test]
+fn a_python_the_images_lack_is_an_error_and_a_given_image_is_used_as_is() {
+    let (_dir, repo, tree) = repo_with(&[("setup.py", "from setuptools import setup\nsetup()\n")]);
+    let tree = repo.find_tree(tree).unwrap();
+    let old = TaskEnvironment { python: Some("3.8".into()), ..Default::default() };
+    let err = plan(&repo, &tree, &task("tests/test_x.py", Some(old))).unwrap_err();
+    let err = err.to_string();
+    assert!(err.contains("Python 3.8") && err.contains("environment.image"), "{err}");
+    let given = TaskEnvironment {
+        image: Some("team/py38:1".into()),
+        python: Some("3.8".into()),
+        ..Default::default()
+    };
+    let environment = plan(&repo, &tree, &task("tests/test_x.py", Some(given))).unwrap();
+    assert!(matches!(environment.image, ImageChoice::Given(ref i) if i == "team/py38:1"));
+}
