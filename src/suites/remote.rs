@@ -61,6 +61,17 @@ fn relative_inside(field: &str, path: &str) -> Result<String, SuiteError> {
     Ok(parts.join("/"))
 }
 
+/// Where the few-shot file travels: its declared name with the ending of the file actually
+/// read (`data/dev.parquet` for a declared `dev.jsonl` read from a hub dataset's Parquet).
+fn fewshot_name(declared: &str, actual: &Path) -> Result<String, SuiteError> {
+    let declared = relative_inside("data.fewshot", declared)?;
+    let stem = declared.split('.').next().unwrap_or(&declared);
+    Ok(match file_name(actual).split_once('.') {
+        Some((_, ending)) => format!("data/{stem}.{ending}"),
+        None => format!("data/{stem}"),
+    })
+}
+
 /// The package and the worker's command (before `--only`).
 fn package(cluster: &ClusterEval, inputs: &Inputs) -> Result<(Package, Vec<String>), SuiteError> {
     let packaging = |e| SuiteError::Executor(ExecutorError::Package(e));
@@ -74,12 +85,7 @@ fn package(cluster: &ClusterEval, inputs: &Inputs) -> Result<(Package, Vec<Strin
         // It keeps the declared name with the ending of the file actually read (a hub
         // dataset's Parquet for a declared `dev.jsonl`), which that lookup also tries.
         let declared = inputs.suite.def.data.fewshot.as_deref().unwrap_or_default();
-        let declared = relative_inside("data.fewshot", declared)?;
-        let stem = declared.split('.').next().unwrap_or(&declared);
-        let name = match file_name(fewshot).split_once('.') {
-            Some((_, ending)) => format!("data/{stem}.{ending}"),
-            None => format!("data/{stem}"),
-        };
+        let name = fewshot_name(declared, fewshot)?;
         if name == test {
             return Err(SuiteError::Remote {
                 what: format!("data.fewshot `{declared}` has the test file's name"),
@@ -168,5 +174,20 @@ mod tests {
             let err = relative_inside("data.fewshot", bad).unwrap_err().to_string();
             assert!(err.contains("data.fewshot") && err.contains(bad), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn a_few_shot_file_travels_where_the_worker_looks_for_it() {
+        let hub = Path::new("/hub/snapshots/c0ffee/all/dev-00000-of-00001.parquet");
+        assert_eq!(fewshot_name("dev.jsonl", hub).unwrap(), "data/dev.parquet");
+        assert_eq!(fewshot_name("dev.jsonl", Path::new("/data/dev.jsonl")).unwrap(), "data/dev.jsonl");
+        assert_eq!(
+            fewshot_name("mmlu/dev.jsonl", Path::new("/d/x.jsonl.gz")).unwrap(),
+            "data/mmlu/dev.jsonl.gz"
+        );
+        // The worker, given the test file, finds it beside it under the declared name.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("dev.parquet"), b"").unwrap();
+        assert_eq!(super::super::source::local_file(dir.path(), "dev.jsonl"), dir.path().join("dev.parquet"));
     }
 }
