@@ -382,14 +382,15 @@ fn grading_on_a_real_ray_cluster() {
     assert_eq!(ray_predictions, local_predictions, "predictions differ");
     let prefix = first_run_id(&there);
     let submitted = || jobs(&cluster).iter().filter(|(id, _, _)| id.starts_with(&prefix)).count();
-    assert_eq!(submitted(), 3);
+    // Units of four instances.
+    assert_eq!(submitted(), bundled.div_ceil(4));
     let out = infer(&ray, &there);
     assert!(
         text(&out).contains("wrote 0 predictions") && text(&out).contains(&format!("{bundled} kept")),
         "{}",
         text(&out)
     );
-    assert_eq!(submitted(), 3, "the rerun submitted jobs");
+    assert_eq!(submitted(), bundled.div_ceil(4), "the rerun submitted jobs");
     drop(server);
 
     let slow = slow_tasks(root, 4);
