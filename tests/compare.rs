@@ -52,6 +52,7 @@ fn instance(id: &str, verdict: Verdict) -> InstanceResult {
         tampering: Vec::new(),
         status_source: None,
         runner: None,
+        python: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: Some("exit 0".into()),

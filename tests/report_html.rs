@@ -75,6 +75,7 @@ fn instance(
         tampering: Vec::new(),
         status_source: None,
         runner: Some(RunnerKind::Pytest),
+        python: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: Some("exit 1".into()),

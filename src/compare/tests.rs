@@ -25,6 +25,7 @@ fn instance(id: &str, verdict: SweVerdict, task: &str) -> InstanceResult {
         tampering: Vec::new(),
         status_source: None,
         runner: None,
+        python: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: None,

@@ -144,9 +144,12 @@ pub struct InstanceResult {
     #[serde(default)]
     pub tampering: Vec<Tampering>,
     pub status_source: Option<StatusSource>,
-    /// The test runner (`pytest`, `cargo`, `go`, `node`, `junit`).
+    /// The test runner (`pytest`, `cargo`, `go`, `node`, `junit`, `django`, `sympy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<grade::runners::RunnerKind>,
+    /// For a Python runner in a built environment: the Python chosen and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
     /// The repository's CI jobs the task selected, each also graded as `ci:JOB`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ci_jobs: Vec<runners::CiOutcome>,
@@ -270,6 +273,7 @@ impl StoredRecord for InstanceResult {
 }
 
 pub use crate::tasks::safe_name;
+pub use prebuild::{environment_image, EnvironmentImage};
 
 /// Grades every prediction of `plan`, writing `results.jsonl` as it goes, then `report.json`
 /// and `manifest.json`. Returns the report.
@@ -401,6 +405,7 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
         tampering: Vec::new(),
         status_source: None,
         runner: None,
+        python: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: None,
@@ -415,39 +420,6 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
 
 /// The image `task`'s tests run in: its own, the run's, or one built from its repository
 /// (the build log goes to `environment_build.log`). Errors are `(reason, detail)`.
-pub async fn environment_image<S: Sandbox>(
-    sandbox: &S,
-    locator: &Arc<RepoLocator>,
-    settings: &GradeSettings,
-    task: &SweTask,
-    log_dir: &Path,
-) -> Result<(String, grade::runners::RunnerKind), (&'static str, String)> {
-    let planned = {
-        let (locator, task) = (locator.clone(), task.clone());
-        tokio::task::spawn_blocking(move || prepare::plan_environment(&locator, &task)).await
-    };
-    let environment = match planned {
-        Ok(Ok(environment)) => environment,
-        Ok(Err(why)) => return Err(("environment_unknown", crate::error_chain(&why))),
-        Err(e) => return Err(("environment_unknown", format!("internal error while planning: {e}"))),
-    };
-    let runner = environment.runner;
-    match environment.image {
-        environment::ImageChoice::RunImage => Ok((settings.image.clone(), runner)),
-        environment::ImageChoice::Given(image) => Ok((image, runner)),
-        environment::ImageChoice::Build(layer) => match sandbox.ensure_layer(&layer).await {
-            Ok(tag) => Ok((tag, runner)),
-            Err(e) => {
-                if let crate::sandbox::ImageError::Build { log, .. } = &e {
-                    let _ = std::fs::create_dir_all(log_dir);
-                    let _ = std::fs::write(log_dir.join("environment_build.log"), log);
-                }
-                Err(("environment_build_failed", crate::error_chain(&e)))
-            }
-        },
-    }
-}
-
 async fn grade_instance<S: Sandbox + 'static>(
     sandbox: Arc<S>,
     locator: &Arc<RepoLocator>,
@@ -536,12 +508,9 @@ async fn grade_instance<S: Sandbox + 'static>(
     result.tampering = prepared.tampering.clone();
 
     let environment_started = Instant::now();
-    let ((image, runner), task) =
+    let (EnvironmentImage { image, runner, python }, task) =
         match services::environment_and_services(&*sandbox, locator, settings, &task, &log_dir).await {
-            Ok(found) => {
-                result.runner = Some(found.0 .1);
-                found
-            }
+            Ok(found) => found,
             Err((reason, why)) => {
                 result.verdict = Verdict::EnvError;
                 result.reason = Some(reason.to_owned());
@@ -551,6 +520,7 @@ async fn grade_instance<S: Sandbox + 'static>(
             }
         };
     result.timings.environment_s = environment_started.elapsed().as_secs_f64();
+    (result.runner, result.python) = (Some(runner), python);
     let spec = EnvSpec {
         image,
         limits: settings.limits.clone(),

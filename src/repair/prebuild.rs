@@ -1,4 +1,5 @@
-//! `images build --dataset`: builds every environment (and service image) a dataset needs before any grading, at
+//! An instance's environment image ([`environment_image`]), and `images build --dataset`: every
+//! environment (and service image) a dataset needs built before any grading, at
 //! most `workers` at once, with a progress bar. Instances that share an environment share its
 //! image (the build of a tag already made or under way is not repeated).
 
@@ -54,7 +55,7 @@ pub async fn prebuild<S: Sandbox + 'static>(
                 // The task's service images too, so grading builds nothing.
                 let built = environment_and_services(&*sandbox, &locator, &settings, &task, &log_dir).await;
                 Ok::<_, std::convert::Infallible>(match built {
-                    Ok(((image, runner), _)) => PrebuiltEnvironment {
+                    Ok((super::EnvironmentImage { image, runner, .. }, _)) => PrebuiltEnvironment {
                         instance_id: task.instance_id,
                         image: Some(image),
                         runner: Some(runner),
@@ -90,4 +91,48 @@ pub async fn prebuild<S: Sandbox + 'static>(
             },
         })
         .collect()
+}
+
+/// The image an instance's tests run in, its runner, and for a Python runner the Python chosen
+/// with the reason.
+pub struct EnvironmentImage {
+    pub image: String,
+    pub runner: crate::grade::runners::RunnerKind,
+    pub python: Option<String>,
+}
+
+/// Plans `task`'s environment and makes sure its image exists (building it when needed); a
+/// failure is a reason (`environment_unknown`, `environment_build_failed`) and its detail.
+pub async fn environment_image<S: Sandbox>(
+    sandbox: &S,
+    locator: &Arc<RepoLocator>,
+    settings: &GradeSettings,
+    task: &SweTask,
+    log_dir: &Path,
+) -> Result<EnvironmentImage, (&'static str, String)> {
+    let planned = {
+        let (locator, task) = (locator.clone(), task.clone());
+        tokio::task::spawn_blocking(move || super::prepare::plan_environment(&locator, &task)).await
+    };
+    let environment = match planned {
+        Ok(Ok(environment)) => environment,
+        Ok(Err(why)) => return Err(("environment_unknown", crate::error_chain(&why))),
+        Err(e) => return Err(("environment_unknown", format!("internal error while planning: {e}"))),
+    };
+    let found =
+        |image| EnvironmentImage { image, runner: environment.runner, python: environment.python.clone() };
+    match environment.image {
+        super::environment::ImageChoice::RunImage => Ok(found(settings.image.clone())),
+        super::environment::ImageChoice::Given(ref image) => Ok(found(image.clone())),
+        super::environment::ImageChoice::Build(ref layer) => match sandbox.ensure_layer(layer).await {
+            Ok(tag) => Ok(found(tag)),
+            Err(e) => {
+                if let crate::sandbox::ImageError::Build { log, .. } = &e {
+                    let _ = std::fs::create_dir_all(log_dir);
+                    let _ = std::fs::write(log_dir.join("environment_build.log"), log);
+                }
+                Err(("environment_build_failed", crate::error_chain(&e)))
+            }
+        },
+    }
 }

@@ -54,6 +54,11 @@ pub enum TaskError {
     )]
     PythonVersion { wanted: String, available: &'static str },
     #[error(
+        "the project declares Python `{declared}`, which the images' Debian python3 ({available}) \
+         does not satisfy; give an `environment.image` that has a Python in that range"
+    )]
+    PythonRange { declared: String, available: &'static str },
+    #[error(
         "`environment.image` is used as it is, so `environment.{what}` cannot be applied; install \
          it in that image, or drop `environment.image` to have one built"
     )]

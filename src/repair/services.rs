@@ -177,7 +177,7 @@ pub async fn environment_and_services<S: Sandbox>(
     settings: &super::GradeSettings,
     task: &SweTask,
     log_dir: &Path,
-) -> Result<((String, crate::grade::runners::RunnerKind), SweTask), (&'static str, String)> {
+) -> Result<(super::EnvironmentImage, SweTask), (&'static str, String)> {
     let found = super::environment_image(sandbox, locator, settings, task, log_dir).await?;
     Ok((found, resolve(sandbox, locator, task, log_dir).await?))
 }

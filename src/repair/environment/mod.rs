@@ -28,6 +28,9 @@ pub struct Environment {
     pub image: ImageChoice,
     /// Variables every test run gets (the task's `environment.env` comes on top).
     pub env: Vec<(String, String)>,
+    /// The Python chosen for a Python runner, with the reason (`3.11 (the project declares
+    /// Python `>=3.8`; ...)`).
+    pub python: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +78,19 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
             runner => runner,
         },
     };
+    // The Python: chosen (and a range the images cannot meet refused) before anything is built.
+    let python = match (runner.is_python(), &extras.image) {
+        (true, None) => {
+            let declared = python::declared_range(
+                files.read("pyproject.toml").as_deref(),
+                files.read("setup.cfg").as_deref(),
+                files.read("setup.py").as_deref(),
+            );
+            let date = environment_commit_date(repo, task);
+            Some(python::choose(extras.python.as_deref(), declared.as_deref(), date.as_deref())?)
+        }
+        _ => None,
+    };
     if let Some(image) = &extras.image {
         // Nothing is built on a given image: what would be built into it is refused, not dropped.
         for (what, asked) in [("pip", &extras.pip), ("apt", &extras.apt), ("install", &extras.install)] {
@@ -82,7 +98,12 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
                 return Err(TaskError::GivenImage { what });
             }
         }
-        return Ok(Environment { runner, image: ImageChoice::Given(image.clone()), env: Vec::new() });
+        return Ok(Environment {
+            runner,
+            image: ImageChoice::Given(image.clone()),
+            env: Vec::new(),
+            python: None,
+        });
     }
     if let Some(wanted) = &extras.python {
         if !(DEBIAN_PYTHON.starts_with(wanted.as_str()) || wanted == "3") {
@@ -109,7 +130,14 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         Some(layer) => ImageChoice::Build(layer),
         None => ImageChoice::RunImage,
     };
-    Ok(Environment { runner, image, env })
+    Ok(Environment { runner, image, env, python })
+}
+
+/// The day (`YYYY-MM-DD`, UTC) of the commit the environment is built from.
+fn environment_commit_date(repo: &Repository, task: &SweTask) -> Option<String> {
+    let oid = git2::Oid::from_str(task.environment_commit()).ok()?;
+    let seconds = repo.find_commit(oid).ok()?.time().seconds();
+    Some(chrono::DateTime::from_timestamp(seconds, 0)?.format("%Y-%m-%d").to_string())
 }
 
 /// PATH inside our images.
@@ -515,6 +543,8 @@ pub(super) fn apt_step(always: &[String], asked: &[String]) -> Result<String, Nu
 pub fn task_env(task: &SweTask) -> BTreeMap<String, String> {
     task.environment.as_ref().map(|e| e.env.clone()).unwrap_or_default()
 }
+
+mod python;
 
 #[cfg(test)]
 mod tests;

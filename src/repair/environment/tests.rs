@@ -164,3 +164,22 @@ fn a_python_the_images_lack_is_an_error_and_a_given_image_is_used_as_is() {
     let environment = plan(&repo, &tree, &task("tests/test_x.py", Some(given))).unwrap();
     assert!(matches!(environment.image, ImageChoice::Given(ref i) if i == "team/py38:1"));
 }
+
+#[test]
+fn the_python_is_chosen_with_its_reason_and_an_unmet_range_refused() {
+    let (_dir, repo, tree) = repo_with(&[(
+        "pyproject.toml",
+        "[project]\nname = \"x\"\nversion = \"1\"\nrequires-python = \">=3.8\"\ndependencies = [\"packaging\"]\n",
+    )]);
+    let tree = repo.find_tree(tree).unwrap();
+    let environment = plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap();
+    let python = environment.python.unwrap();
+    assert!(python.starts_with("3.11 (") && python.contains("`>=3.8`"), "{python}");
+    let (_dir, repo, tree) = repo_with(&[("setup.py", "setup(name='x', python_requires='>=2.7, <3.10')\n")]);
+    let tree = repo.find_tree(tree).unwrap();
+    let err = plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap_err().to_string();
+    assert!(err.contains("`>=2.7, <3.10`") && err.contains("environment.image"), "{err}");
+    // A given image is the task's own choice: nothing is refused or recorded.
+    let given = TaskEnvironment { image: Some("team/py39:1".into()), ..Default::default() };
+    assert_eq!(plan(&repo, &tree, &task("tests/test_x.py", Some(given))).unwrap().python, None);
+}

@@ -312,7 +312,7 @@ async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) ->
     task.service_checks = services.service_checks.clone();
     let log_dir = out.join(".harvest").join("logs").join(&record.instance_id);
     // The services' images are built into `running`; the task written keeps their declarations.
-    let ((image, runner), running) =
+    let (super::EnvironmentImage { image, runner, .. }, running) =
         match super::services::environment_and_services(sandbox, locator, settings, &task, &log_dir).await {
             Ok(found) => found,
             Err((_, why)) => return drop(record, "environment failed", Some(why)),
