@@ -73,7 +73,9 @@ fn pytest_command(tests: &[String], channel: &ResultsChannel) -> Result<String, 
 }
 
 /// `command`, after the environment's [`BEFORE_TESTS`] script where the image has one (it
-/// rebuilds compiled extensions from the tree under test); exit 90 when that fails.
+/// rebuilds compiled extensions from the tree under test); exit 90 when that fails. For runners
+/// read from their output; pytest's results plugin runs the script itself, after taking the
+/// channel's key, so nothing the tree's build starts can read the hand-off file.
 fn before_tests(command: &str) -> String {
     format!("if [ -x {BEFORE_TESTS} ]; then {BEFORE_TESTS} || exit 90; fi; {command}")
 }
@@ -264,7 +266,7 @@ impl TestPlan<'_> {
                 files.iter().map(|(path, content)| (path.as_str(), content.as_slice(), false)).collect();
             sandbox.copy_in(&handle, WORKSPACE, sandbox::archive::tar_files(&entries)).await?;
             let request = ExecRequest {
-                cmd: vec!["sh".into(), "-c".into(), before_tests(&command)],
+                cmd: vec!["sh".into(), "-c".into(), command.clone()],
                 timeout: self.timeout,
                 workdir: Some(WORKSPACE.into()),
                 env,
