@@ -80,11 +80,7 @@ struct Parser {
 
 impl Parser {
     fn record(&mut self, description: &str, status: TestStatus) {
-        let id = swe_bench_id(description.trim());
-        let old = self.report.statuses.entry(id).or_insert(status);
-        if severity(status) > severity(*old) {
-            *old = status;
-        }
+        self.report.keep_worse(swe_bench_id(description.trim()), status);
     }
 
     fn count(&mut self, status: TestStatus) {

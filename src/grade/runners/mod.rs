@@ -156,16 +156,18 @@ impl RunnerReport {
     /// Records a test. A second result for the same id is a problem, and the worse status is
     /// kept so a failing run of a test is never hidden by a passing one with the same id.
     pub(crate) fn record(&mut self, id: String, status: TestStatus) {
-        match self.statuses.get_mut(&id) {
-            Some(old) => {
-                self.problems.push(format!("test {id} reported twice ({old:?}, then {status:?})"));
-                if severity(status) > severity(*old) {
-                    *old = status;
-                }
-            }
-            None => {
-                self.statuses.insert(id, status);
-            }
+        if let Some(old) = self.statuses.get(&id) {
+            self.problems.push(format!("test {id} reported twice ({old:?}, then {status:?})"));
+        }
+        self.keep_worse(id, status);
+    }
+
+    /// Records a test, keeping the worse status when the id is already there (runners whose ids
+    /// may legitimately repeat: Django's docstring lines, SymPy's bare names).
+    pub(crate) fn keep_worse(&mut self, id: String, status: TestStatus) {
+        let old = self.statuses.entry(id).or_insert(status);
+        if severity(status) > severity(*old) {
+            *old = status;
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::{severity, Counts, RunnerReport};
+use super::{Counts, RunnerReport};
 use crate::grade::TestStatus;
 
 fn status_of(word: &str) -> Option<TestStatus> {
@@ -104,10 +104,7 @@ pub fn parse(output: &str) -> RunnerReport {
         if matches!(status, TestStatus::Failed | TestStatus::Error) {
             failing.insert((file.clone(), name.to_owned()), ());
         }
-        let old = report.statuses.entry(name.to_owned()).or_insert(status);
-        if severity(status) > severity(*old) {
-            *old = status;
-        }
+        report.keep_worse(name.to_owned(), status);
     }
     for (file, announced, count) in &files {
         if let Some(announced) = announced.filter(|a| a != count) {
