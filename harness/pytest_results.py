@@ -64,7 +64,10 @@ if os.path.exists(_REBUILD):
 
     sys.stdout.flush()
     if subprocess.run([_REBUILD]).returncode != 0:
-        pytest.exit("the compiled extensions did not build from the tree under test", returncode=90)
+        # os._exit, since pytest.exit takes no return code before pytest 5 (era environments).
+        sys.stderr.write("the compiled extensions did not build from the tree under test\n")
+        sys.stderr.flush()
+        os._exit(90)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -6,8 +6,7 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
+use common::scripted::ScriptedRepo;
 
 const SETUP_PY: &str = "from setuptools import Extension, setup\n\nsetup(\n    name=\"fastsum\",\n    version=\"0.1\",\n    packages=[\"fastsum\"],\n    ext_modules=[Extension(\"fastsum._speedups\", [\"fastsum/_speedups.c\"])],\n)\n";
 
@@ -44,57 +43,21 @@ PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
 
 const TESTS: &str = "from fastsum import total\n\n\ndef test_empty_is_zero():\n    assert total([]) == 0\n";
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_DATE", "2024-05-01T10:00:00+00:00")
-        .env("GIT_COMMITTER_DATE", "2024-05-01T10:00:00+00:00")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).unwrap()
-}
-
-fn write(dir: &Path, files: &[(&str, String)]) {
-    for (path, text) in files {
-        let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-}
-
-/// `files` written over `base` as a diff against it; the tree goes back to `base`.
-fn diff(dir: &Path, base: &str, files: &[(&str, String)]) -> String {
-    write(dir, files);
-    git(dir, &["add", "-A"]);
-    let patch = git(dir, &["diff", "--cached", "--full-index", base]);
-    git(dir, &["reset", "-q", "--hard", base]);
-    patch
-}
-
 #[test]
 fn a_c_extension_is_compiled_and_rebuilt_from_the_tree_under_test() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q"]);
-    write(
-        &repo,
+    let repo = ScriptedRepo::init(&dir.path().join("repo"), "2024-05-01T10:00:00+00:00");
+    let base = repo.commit(
         &[
             ("setup.py", SETUP_PY.to_owned()),
             ("fastsum/__init__.py", "from ._speedups import total\n".to_owned()),
             ("fastsum/_speedups.c", SPEEDUPS_C.replace("LAST", "n - 1")),
             ("tests/test_total.py", TESTS.to_owned()),
         ],
+        "fastsum",
     );
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "fastsum"]);
-    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    let patch = diff(&repo, &base, &[("fastsum/_speedups.c", SPEEDUPS_C.replace("LAST", "n"))]);
-    let test_patch = diff(
-        &repo,
+    let patch = repo.diff(&base, &[("fastsum/_speedups.c", SPEEDUPS_C.replace("LAST", "n"))]);
+    let test_patch = repo.diff(
         &base,
         &[(
             "tests/test_total.py",
@@ -103,8 +66,6 @@ fn a_c_extension_is_compiled_and_rebuilt_from_the_tree_under_test() {
     );
 
     let dataset = dir.path().join("fastsum-c-extension");
-    std::fs::create_dir_all(&dataset).unwrap();
-    git(&repo, &["bundle", "create", "-q", dataset.join("repo.bundle").to_str().unwrap(), "HEAD", "main"]);
     let task = serde_json::json!({
         "repo": "acme/fastsum", "instance_id": "acme__fastsum-3", "base_commit": base,
         "environment_setup_commit": base, "patch": patch, "test_patch": test_patch,
@@ -113,7 +74,7 @@ fn a_c_extension_is_compiled_and_rebuilt_from_the_tree_under_test() {
         "FAIL_TO_PASS": ["tests/test_total.py::test_sums_every_item"],
         "PASS_TO_PASS": ["tests/test_total.py::test_empty_is_zero"],
     });
-    std::fs::write(dataset.join("task.json"), task.to_string()).unwrap();
+    repo.task_folder(&dataset, &task);
 
     let out = dir.path().join("validate");
     let output = common::cli::run(

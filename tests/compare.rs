@@ -53,6 +53,8 @@ fn instance(id: &str, verdict: Verdict) -> InstanceResult {
         status_source: None,
         runner: None,
         python: None,
+        packages_as_of: None,
+        environment_spec: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: Some("exit 0".into()),

@@ -76,6 +76,8 @@ fn instance(
         status_source: None,
         runner: Some(RunnerKind::Pytest),
         python: None,
+        packages_as_of: None,
+        environment_spec: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: Some("exit 1".into()),

@@ -42,6 +42,7 @@ fn plan(dataset: &Path, out: &Path, image: &str) -> GradePlan {
         settings,
         extra_manifest: BTreeMap::new(),
         force: false,
+        specs: None,
     }
 }
 

@@ -125,6 +125,9 @@ pub struct WorkerDatasetArgs {
     repos: Option<PathBuf>,
     #[arg(long)]
     url_template: Option<String>,
+    /// The coordinator's environment specs (grading only).
+    #[arg(long)]
+    specs: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -212,6 +215,7 @@ pub fn run_worker(cmd: WorkerCommand) -> anyhow::Result<u8> {
         settings,
         extra_manifest: Default::default(),
         force: true,
+        specs: args.data.specs,
     };
     let graded = pipeline::grade_worker(plan, &args.only);
     let _ = std::fs::remove_dir_all(&out);

@@ -21,6 +21,9 @@ pub enum ImagesCommand {
         /// Repositories for --dataset, as in `swe grade --repos`.
         #[arg(long, requires = "dataset")]
         repos: Option<std::path::PathBuf>,
+        /// Environment specs for --dataset, as in `swe grade --specs`.
+        #[arg(long, requires = "dataset")]
+        specs: Option<std::path::PathBuf>,
         /// Environments built at once for --dataset.
         #[arg(long, default_value_t = 2)]
         workers: usize,
@@ -44,10 +47,11 @@ pub enum ImagesCommand {
 pub fn run(cmd: ImagesCommand) -> anyhow::Result<u8> {
     match cmd {
         ImagesCommand::List { json } => list(json),
-        ImagesCommand::Build { dataset: Some(dataset), repos, workers, .. } => {
+        ImagesCommand::Build { dataset: Some(dataset), repos, specs, workers, .. } => {
             let plan = images::EnvironmentBuildPlan {
                 dataset,
                 repos,
+                specs,
                 url_template: repairbench::env::get(repairbench::env::REPO_URL_TEMPLATE),
                 cache_dir: repairbench::env::cache_dir(),
                 workers,

@@ -1,4 +1,5 @@
-//! `swe grade`, `swe infer`, `swe run`: flags resolved into plans for [`pipeline`].
+//! `swe grade`, `swe infer`, `swe run`, `swe validate`, `swe specs import`: flags resolved into
+//! plans for [`pipeline`].
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use repairbench::repair::{self, GradePlan, GradeReport, GradeSettings};
 use repairbench::run::pipeline::{self, Completion, SweRunPlan};
 use repairbench::sandbox::Limits;
 use repairbench::tasks::prompt::{PromptSettings, Retrieval};
-use repairbench::tasks::PredictionSource;
+use repairbench::tasks::{specs, PredictionSource};
 
 #[derive(Debug, Subcommand)]
 pub enum SweCommand {
@@ -25,6 +26,30 @@ pub enum SweCommand {
     /// FAIL_TO_PASS test fails while PASS_TO_PASS passes. Writes OUT/validation.json (and the
     /// two grading runs under OUT/gold and OUT/unpatched); exits 5 if any instance is invalid.
     Validate(ValidateArgs),
+    /// Environment specs per repository and version.
+    #[command(subcommand)]
+    Specs(SpecsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SpecsCommand {
+    /// Write SWE-bench's per-(repository, version) specs as a specs file for `--specs`: from the
+    /// `swebench` package installed for PYTHON (4.x ships them), or from a JSON export.
+    Import(SpecsImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SpecsImportArgs {
+    /// The Python whose installed `swebench` package is read.
+    #[arg(long, default_value = "python3", conflicts_with = "from")]
+    python: String,
+    /// A JSON export instead: `{"specs": MAP_REPO_VERSION_TO_SPECS, "requirement_paths":
+    /// MAP_REPO_TO_REQS_PATHS, "source": "..."}`, or the bare table.
+    #[arg(long)]
+    from: Option<PathBuf>,
+    /// The specs file to write.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -53,6 +78,10 @@ pub struct DatasetArgs {
     /// output left.
     #[arg(long)]
     force: bool,
+    /// Environments per repository and version (`swe specs import` writes one), for the tasks
+    /// that have no `environment` of their own.
+    #[arg(long)]
+    specs: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -152,6 +181,30 @@ pub struct RunArgs {
 
 pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
     match cmd {
+        SweCommand::Specs(SpecsCommand::Import(args)) => {
+            let source = match &args.from {
+                Some(path) => specs::SpecsSource::Export(path.clone()),
+                None => specs::SpecsSource::Installed(args.python.clone()),
+            };
+            let imported = specs::import(&source)?;
+            imported.file.write(&args.out)?;
+            let versions: usize = imported.file.repos.values().map(|v| v.len()).sum();
+            println!(
+                "wrote {} ({}): {versions} versions of {} repositories",
+                args.out.display(),
+                imported.file.source,
+                imported.file.repos.len()
+            );
+            for skipped in &imported.skipped {
+                println!("  skipped {skipped}");
+            }
+            if !imported.ignored.is_empty() {
+                let fields: Vec<String> =
+                    imported.ignored.iter().map(|(f, n)| format!("{f} ({n})")).collect();
+                println!("  fields not used: {}", fields.join(", "));
+            }
+            Ok(super::EXIT_OK)
+        }
         SweCommand::Grade(args) => {
             let plan =
                 grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
@@ -255,6 +308,7 @@ fn grade_plan(
         settings,
         extra_manifest: Default::default(),
         force: data.force,
+        specs: data.specs.clone(),
     })
 }
 

@@ -26,6 +26,8 @@ fn instance(id: &str, verdict: SweVerdict, task: &str) -> InstanceResult {
         status_source: None,
         runner: None,
         python: None,
+        packages_as_of: None,
+        environment_spec: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: None,

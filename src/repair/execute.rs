@@ -64,9 +64,17 @@ impl TestRun {
     }
 }
 
+/// pytest started as `python -m pytest` would be, except that the folder Python starts from is
+/// not put first on `sys.path`: Pythons before 3.11 ignore `PYTHONSAFEPATH` and put it there
+/// (as `''`), where a `pytest.py` or `_pytest/` a patch added would be imported in place of
+/// pytest itself, results plugin included. The harness `sitecustomize` has put that folder at
+/// the end of `sys.path` already ([`super::imports`]).
+const PYTEST_LAUNCHER: &str = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; \
+import runpy; runpy.run_module('pytest', run_name='__main__', alter_sys=True)";
+
 /// The shell command that runs `tests` (files or node ids) with pytest and the harness plugin.
 fn pytest_command(tests: &[String], channel: &ResultsChannel) -> Result<String, NulByte> {
-    let mut words: Vec<String> = vec!["python3".into(), "-m".into(), "pytest".into()];
+    let mut words: Vec<String> = vec!["python3".into(), "-c".into(), PYTEST_LAUNCHER.into()];
     words.extend(channel.pytest_args());
     words.extend(tests.iter().cloned());
     shell::join(&words)

@@ -92,6 +92,8 @@ pub struct GradePlan {
     pub extra_manifest: BTreeMap<String, serde_json::Value>,
     /// Grade everything again, reusing no earlier result.
     pub force: bool,
+    /// Environment specs per repository and version (`--specs`), for tasks without their own.
+    pub specs: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +102,8 @@ pub enum RunError {
     Dataset(#[source] tasks::LoadError),
     #[error("loading the predictions")]
     Predictions(#[source] tasks::LoadError),
+    #[error("loading the environment specs")]
+    Specs(#[source] tasks::specs::SpecsError),
     #[error("writing results")]
     Report(#[source] report::ReportError),
     #[error("harvesting tasks")]
@@ -150,6 +154,13 @@ pub struct InstanceResult {
     /// For a Python runner in a built environment: the Python chosen and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<String>,
+    /// For a built Python environment: the time its packages were resolved as of (the
+    /// environment commit's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages_as_of: Option<String>,
+    /// The `--specs` entry the task's environment came from (`django/django 3.0 (swebench 4.1.0)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_spec: Option<String>,
     /// The repository's CI jobs the task selected, each also graded as `ci:JOB`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ci_jobs: Vec<runners::CiOutcome>,
@@ -282,7 +293,12 @@ pub async fn grade<S: Sandbox + 'static>(
     plan: &GradePlan,
     reporter: &mut dyn Reporter<InstanceResult>,
 ) -> Result<GradeReport, RunError> {
-    let task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
+    let mut task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
+    if let Some(path) = &plan.specs {
+        let specs = tasks::specs::SpecsFile::load(path).map_err(RunError::Specs)?;
+        let applied = specs.apply(&mut task_set.tasks);
+        tracing::info!(target: crate::PROGRESS, "{applied} of {} tasks take their environment from {}", task_set.tasks.len(), path.display());
+    }
     let prediction_set =
         tasks::load_predictions(&plan.predictions, &task_set.tasks).map_err(RunError::Predictions)?;
     let mut skipped: Vec<Skipped> = task_set.skipped.clone();
@@ -406,6 +422,8 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
         status_source: None,
         runner: None,
         python: None,
+        packages_as_of: None,
+        environment_spec: None,
         ci_jobs: Vec::new(),
         services: Vec::new(),
         test_exit: None,
@@ -508,7 +526,7 @@ async fn grade_instance<S: Sandbox + 'static>(
     result.tampering = prepared.tampering.clone();
 
     let environment_started = Instant::now();
-    let (EnvironmentImage { image, runner, python }, task) =
+    let (EnvironmentImage { image, runner, python, packages_as_of }, task) =
         match services::environment_and_services(&*sandbox, locator, settings, &task, &log_dir).await {
             Ok(found) => found,
             Err((reason, why)) => {
@@ -520,7 +538,8 @@ async fn grade_instance<S: Sandbox + 'static>(
             }
         };
     result.timings.environment_s = environment_started.elapsed().as_secs_f64();
-    (result.runner, result.python) = (Some(runner), python);
+    (result.runner, result.python, result.packages_as_of) = (Some(runner), python, packages_as_of);
+    result.environment_spec = task.environment_spec.clone();
     let spec = EnvSpec {
         image,
         limits: settings.limits.clone(),

@@ -99,6 +99,8 @@ pub struct EnvironmentImage {
     pub image: String,
     pub runner: crate::grade::runners::RunnerKind,
     pub python: Option<String>,
+    /// The time a built Python environment's packages are resolved as of.
+    pub packages_as_of: Option<String>,
 }
 
 /// Plans `task`'s environment and makes sure its image exists (building it when needed); a
@@ -119,8 +121,12 @@ pub async fn environment_image<S: Sandbox>(
         Ok(Err(why)) => return Err(("environment_unknown", crate::error_chain(&why))),
         Err(e) => return Err(("environment_unknown", format!("internal error while planning: {e}"))),
     };
-    let found =
-        |image| EnvironmentImage { image, runner: environment.runner, python: environment.python.clone() };
+    let found = |image| EnvironmentImage {
+        image,
+        runner: environment.runner,
+        python: environment.python.as_ref().map(ToString::to_string),
+        packages_as_of: environment.packages_as_of.clone(),
+    };
     match environment.image {
         super::environment::ImageChoice::RunImage => Ok(found(settings.image.clone())),
         super::environment::ImageChoice::Given(ref image) => Ok(found(image.clone())),

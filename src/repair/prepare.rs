@@ -49,13 +49,13 @@ pub enum TaskError {
     )]
     UnknownRunner,
     #[error(
-        "the task wants Python {wanted}, but the images have only Debian's python3 ({available}); \
-         give an `environment.image` that has it"
+        "`environment.python` is `{wanted}`, which is not a Python 3 version such as `3.9`; the \
+         images have {available}"
     )]
     PythonVersion { wanted: String, available: &'static str },
     #[error(
-        "the project declares Python `{declared}`, which the images' Debian python3 ({available}) \
-         does not satisfy; give an `environment.image` that has a Python in that range"
+        "the project declares Python `{declared}`, which none of the images' Pythons ({available}) \
+         satisfies; give an `environment.image` that has a Python in that range"
     )]
     PythonRange { declared: String, available: &'static str },
     #[error(
@@ -63,6 +63,8 @@ pub enum TaskError {
          it in that image, or drop `environment.image` to have one built"
     )]
     GivenImage { what: &'static str },
+    #[error("`environment.{what}` is for Python projects, and this task's runner is {runner:?}")]
+    NotForRunner { what: &'static str, runner: crate::grade::runners::RunnerKind },
     #[error("the `cargo` runner copies the host's Rust toolchain, but `rustc` is not on PATH")]
     NoRustc,
     #[error("service `{service}`: `build.copy` names {path}, which the repository does not have")]

@@ -24,6 +24,7 @@ use crate::tasks::{safe_name, Prediction, SweTask, BUNDLE_FILE};
 /// Where the package's parts are, inside it.
 const PREDICTIONS: &str = "predictions.jsonl";
 const SETTINGS: &str = "settings.json";
+const SPECS: &str = "specs.json";
 
 fn package_error(source: crate::executor::package::PackageError) -> RunError {
     RunError::Executor(ExecutorError::Package(source))
@@ -131,10 +132,17 @@ pub(super) fn package(
         predictions.push_str(&serde_json::to_string(prediction).unwrap_or_default());
         predictions.push('\n');
     }
-    let files = [
+    let mut files = vec![
         (PREDICTIONS, predictions.into_bytes()),
         (SETTINGS, serde_json::to_vec_pretty(&plan.settings).unwrap_or_default()),
     ];
+    if let Some(path) = &plan.specs {
+        // Workers give the tasks the same environments, so their fingerprints match ours.
+        let specs = std::fs::read(path).map_err(|source| {
+            RunError::Specs(crate::tasks::specs::SpecsError::Read { path: path.clone(), source })
+        })?;
+        files.push((SPECS, specs));
+    }
     let shipment = dataset_package(&grading.exe, &plan.dataset, &files, &plan.repos, &plan.url_template)?;
     if !shipment.bundles_in_package {
         for (task, _) in work.iter_mut() {
@@ -197,6 +205,9 @@ pub(super) fn grade_on_ray(
         .collect();
     entrypoint.extend(["--predictions".into(), PREDICTIONS.into(), "--settings".into(), SETTINGS.into()]);
     entrypoint.extend(repo_flags(&plan.repos, &plan.url_template));
+    if plan.specs.is_some() {
+        entrypoint.extend(["--specs".into(), SPECS.into()]);
+    }
     let units = units(
         todo.iter()
             .map(|((task, _), fingerprint)| (task.instance_id.clone(), fingerprint.to_json()))

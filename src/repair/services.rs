@@ -79,7 +79,7 @@ fn service_layer(
         steps.push("COPY repo/ /workspace/".to_owned());
     }
     steps.push("WORKDIR /workspace".to_owned());
-    let (run_steps, run_files) = command_steps(&build.run);
+    let (run_steps, run_files) = command_steps("rb-steps", &build.run);
     steps.extend(run_steps);
     steps.push("RUN chown -R sandbox:sandbox /workspace".to_owned());
     steps.push(crate::sandbox::layers::workspace_seed_steps());

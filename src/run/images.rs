@@ -45,6 +45,8 @@ pub struct EnvironmentBuildPlan {
     pub dataset: PathBuf,
     /// Repositories, as for `swe grade --repos`.
     pub repos: Option<PathBuf>,
+    /// Environment specs, as for `swe grade --specs`.
+    pub specs: Option<PathBuf>,
     pub url_template: Option<String>,
     pub cache_dir: PathBuf,
     /// Environments built at once.
@@ -90,8 +92,13 @@ pub fn build_environments(plan: EnvironmentBuildPlan) -> Result<Vec<PrebuiltEnvi
     settings.workers = plan.workers;
     let session = Session::start(settings.timeout + Duration::from_secs(30 * 60))?;
     (settings.image, settings.image_id) = session.image(None)?;
-    let tasks = crate::tasks::load_tasks(&plan.dataset)
+    let mut tasks = crate::tasks::load_tasks(&plan.dataset)
         .map_err(|e| PipelineError::Swe(crate::repair::RunError::Dataset(e)))?;
+    if let Some(path) = &plan.specs {
+        let specs = crate::tasks::specs::SpecsFile::load(path)
+            .map_err(|e| PipelineError::Swe(crate::repair::RunError::Specs(e)))?;
+        specs.apply(&mut tasks.tasks);
+    }
     for skipped in &tasks.skipped {
         tracing::warn!("skipped {}: {}", skipped.location, skipped.reason);
     }

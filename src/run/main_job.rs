@@ -167,6 +167,7 @@ pub fn main_job(
         settings,
         extra_manifest: Default::default(),
         force: false,
+        specs: None,
     };
 
     // 1. The harness check; no model is loaded yet, so a broken harness shows in seconds.

@@ -103,6 +103,15 @@ pub fn mirror_for_suite(sources: &[AptSource], suite: &str) -> Option<String> {
         .map(|s| s.uri.clone())
 }
 
+/// The first mirror serving a Debian release itself (a plain codename, not `-updates` or
+/// `-security`): every suite is on it.
+pub fn debian_mirror(sources: &[AptSource]) -> Option<String> {
+    sources
+        .iter()
+        .find(|s| s.uri.starts_with("http") && s.suites.iter().any(|x| !x.contains('-') && !x.contains('/')))
+        .map(|s| s.uri.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +137,9 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(mirror_for_suite(&got, "bookworm").as_deref(), Some("http://m.example/debian"));
         assert_eq!(mirror_for_suite(&got, "trixie"), None);
+        // Another suite comes from the mirror of a release, never from the security archive
+        // listed first.
+        assert_eq!(got[0].uri, "http://sec.example/debian-security");
+        assert_eq!(debian_mirror(&got).as_deref(), Some("http://m.example/debian"));
     }
 }

@@ -30,8 +30,41 @@ pub const LABEL_LAYER: &str = "repairbench.layer";
 pub const LABEL_INPUTS: &str = "repairbench.inputs";
 
 const BASE_REPO: &str = "repairbench/base";
-/// The Debian suite the base is bootstrapped from.
-const BASE_SUITE: &str = "bookworm";
+
+/// A Debian release a base is bootstrapped from: each brings its own Python 3, so a task's
+/// Python is chosen by choosing its suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DebianSuite {
+    Bullseye,
+    Bookworm,
+    Trixie,
+}
+
+impl DebianSuite {
+    /// Oldest first.
+    pub const ALL: [DebianSuite; 3] = [DebianSuite::Bullseye, DebianSuite::Bookworm, DebianSuite::Trixie];
+    /// The suite of the default image.
+    pub const DEFAULT: DebianSuite = DebianSuite::Bookworm;
+
+    pub fn codename(self) -> &'static str {
+        match self {
+            DebianSuite::Bullseye => "bullseye",
+            DebianSuite::Bookworm => "bookworm",
+            DebianSuite::Trixie => "trixie",
+        }
+    }
+
+    /// The version of the suite's `python3` package.
+    pub fn python(self) -> (u32, u32, u32) {
+        match self {
+            DebianSuite::Bullseye => (3, 9, 2),
+            DebianSuite::Bookworm => (3, 11, 2),
+            DebianSuite::Trixie => (3, 13, 5),
+        }
+    }
+}
+
 const BASE_PACKAGES: &[&str] = &["python3", "python3-pytest", "git"];
 /// Bump when the way the base is made changes, so the old one is not reused.
 const BASE_RECIPE: &str = "debootstrap minbase v1";
@@ -142,26 +175,29 @@ pub async fn image_exists(docker: &Docker, reference: &str) -> Result<bool, Imag
     }
 }
 
-/// The tag the base gets: a hash of everything that decides its content (not the mirror).
-pub fn base_tag() -> String {
+/// The tag the base of `suite` gets: a hash of everything that decides its content (not the
+/// mirror).
+pub fn base_tag(suite: DebianSuite) -> String {
     let mut hasher = Sha256Pieces::new();
-    hasher.raw(BASE_RECIPE).raw(BASE_SUITE);
+    hasher.raw(BASE_RECIPE).raw(suite.codename());
     for package in BASE_PACKAGES {
         hasher.raw([0u8]).raw(package);
     }
     format!("{BASE_REPO}:{}", hasher.hex_prefix(8))
 }
 
-/// The mirror for the base: `REPAIRBENCH_DEBIAN_MIRROR`, else the host's apt configuration.
-pub fn debian_mirror() -> Result<String, ImageError> {
+/// The mirror for the base of `suite`: `REPAIRBENCH_DEBIAN_MIRROR`, else the host's apt
+/// configuration (a Debian mirror serves every suite, so one configured for another is used).
+pub fn debian_mirror(suite: DebianSuite) -> Result<String, ImageError> {
     if let Some(mirror) = crate::env::get(crate::env::DEBIAN_MIRROR) {
         if !mirror.trim().is_empty() {
             return Ok(mirror.trim().to_string());
         }
     }
     let sources = apt::host_sources(Path::new("/etc/apt"));
-    apt::mirror_for_suite(&sources, BASE_SUITE)
-        .ok_or(ImageError::NoMirror { suite: BASE_SUITE, var: crate::env::DEBIAN_MIRROR })
+    apt::mirror_for_suite(&sources, suite.codename())
+        .or_else(|| apt::debian_mirror(&sources))
+        .ok_or(ImageError::NoMirror { suite: suite.codename(), var: crate::env::DEBIAN_MIRROR })
 }
 
 fn find_on_path(program: &str) -> Option<PathBuf> {
@@ -177,10 +213,10 @@ fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
-/// Makes sure the base image exists, bootstrapping and importing it when missing (about a
-/// minute). Returns its tag.
-pub async fn ensure_base(docker: &Docker) -> Result<String, ImageError> {
-    let tag = base_tag();
+/// Makes sure the base image of `suite` exists, bootstrapping and importing it when missing
+/// (about a minute). Returns its tag.
+pub async fn ensure_base(docker: &Docker, suite: DebianSuite) -> Result<String, ImageError> {
+    let tag = base_tag(suite);
     if image_exists(docker, &tag).await? {
         return Ok(tag);
     }
@@ -188,24 +224,28 @@ pub async fn ensure_base(docker: &Docker) -> Result<String, ImageError> {
     if image_exists(docker, &tag).await? {
         return Ok(tag);
     }
-    let mirror = debian_mirror()?;
+    let mirror = debian_mirror(suite)?;
     let debootstrap = find_on_path("debootstrap").ok_or(ImageError::NoDebootstrap)?;
     if !running_as_root() {
         return Err(ImageError::NotRoot);
     }
     tracing::info!(
         target: crate::PROGRESS,
-        "repairbench: base image {tag} is missing; bootstrapping Debian {BASE_SUITE} from {mirror} \
-         (takes about a minute, done once)"
+        "repairbench: base image {tag} is missing; bootstrapping Debian {} from {mirror} \
+         (takes about a minute, done once)",
+        suite.codename()
     );
     let started = Instant::now();
-    let work =
-        crate::env::cache_dir().join("bootstrap").join(format!("{}-{}", BASE_SUITE, std::process::id()));
+    let work = crate::env::cache_dir().join("bootstrap").join(format!(
+        "{}-{}",
+        suite.codename(),
+        std::process::id()
+    ));
     if work.exists() {
         std::fs::remove_dir_all(&work).map_err(io_at(&work))?;
     }
     std::fs::create_dir_all(&work).map_err(io_at(&work))?;
-    let result = bootstrap_and_import(docker, &debootstrap, &mirror, &work, &tag).await;
+    let result = bootstrap_and_import(docker, &debootstrap, (suite, &mirror), &work, &tag).await;
     if let Err(e) = std::fs::remove_dir_all(&work) {
         tracing::warn!("could not remove bootstrap directory {}: {e}", work.display());
     }
@@ -217,16 +257,16 @@ pub async fn ensure_base(docker: &Docker) -> Result<String, ImageError> {
 async fn bootstrap_and_import(
     docker: &Docker,
     debootstrap: &Path,
-    mirror: &str,
+    (suite, mirror): (DebianSuite, &str),
     work: &Path,
     tag: &str,
 ) -> Result<(), ImageError> {
     let rootfs = work.join("rootfs");
-    let bar = spinner(format!("debootstrap {BASE_SUITE} (minbase + {})", BASE_PACKAGES.join(", ")));
+    let bar = spinner(format!("debootstrap {} (minbase + {})", suite.codename(), BASE_PACKAGES.join(", ")));
     let mut child = tokio::process::Command::new(debootstrap)
         .arg("--variant=minbase")
         .arg(format!("--include={}", BASE_PACKAGES.join(",")))
-        .arg(BASE_SUITE)
+        .arg(suite.codename())
         .arg(&rootfs)
         .arg(mirror)
         .stdout(std::process::Stdio::piped())
@@ -262,7 +302,7 @@ async fn bootstrap_and_import(
             stderr_text.lines().rev().take(20).map(str::to_string).collect::<Vec<_>>().into_iter().rev(),
         );
         return Err(ImageError::Command {
-            command: format!("debootstrap {BASE_SUITE}"),
+            command: format!("debootstrap {}", suite.codename()),
             status: status.to_string(),
             tail: tail.join("\n"),
         });
@@ -325,7 +365,13 @@ async fn bootstrap_and_import(
 /// `sandbox` uid 1000, `/workspace` owned by it) exists, building what is missing, and
 /// returns its tag. Cheap when everything is built: two image inspections.
 pub async fn ensure_default_image(docker: &Docker) -> Result<String, ImageError> {
-    let base = ensure_base(docker).await?;
+    ensure_suite_image(docker, DebianSuite::DEFAULT).await
+}
+
+/// The default image's layer on the base of `suite`: the same user and workspace, that
+/// suite's Python.
+pub async fn ensure_suite_image(docker: &Docker, suite: DebianSuite) -> Result<String, ImageError> {
+    let base = ensure_base(docker, suite).await?;
     build_layer(
         docker,
         PYTHON_LAYER,
@@ -378,13 +424,16 @@ pub struct PruneReport {
 /// whose tag is not the one today's inputs give. With `all`, removes every image of ours.
 /// Images of other owners are never touched.
 pub async fn prune_images(docker: &Docker, all: bool) -> Result<PruneReport, ImageError> {
-    let current_base = base_tag();
-    let mut current = vec![current_base.clone()];
-    if image_exists(docker, &current_base).await? {
-        // The default layer's tag depends on the base id, so only compute it when the base exists.
-        if let Ok(tag) = ensure_default_layer_tag(docker, &current_base).await {
-            current.push(tag);
+    let mut current = Vec::new();
+    for suite in DebianSuite::ALL {
+        let base = base_tag(suite);
+        if image_exists(docker, &base).await? {
+            // The default layer's tag depends on the base id, so only compute it when the base exists.
+            if let Ok(tag) = ensure_default_layer_tag(docker, &base).await {
+                current.push(tag);
+            }
         }
+        current.push(base);
     }
     let mut report = PruneReport::default();
     // Children first (newest first), so parents are free when their turn comes.
@@ -408,10 +457,11 @@ pub async fn prune_images(docker: &Docker, all: bool) -> Result<PruneReport, Ima
 
 /// The default image's tag and content id when this engine has it built (nothing is built).
 pub async fn built_default_image(docker: &Docker) -> Result<Option<(String, String)>, ImageError> {
-    if !image_exists(docker, &base_tag()).await? {
+    let base = base_tag(DebianSuite::DEFAULT);
+    if !image_exists(docker, &base).await? {
         return Ok(None);
     }
-    let tag = ensure_default_layer_tag(docker, &base_tag()).await?;
+    let tag = ensure_default_layer_tag(docker, &base).await?;
     match docker.inspect_image(&tag).await {
         Ok(image) => Ok(image.id.map(|id| (tag, id))),
         Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),

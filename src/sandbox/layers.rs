@@ -62,6 +62,8 @@ pub struct HostDir {
 pub enum ParentImage {
     /// The default sandbox image (built when missing).
     Default,
+    /// The default image's layer on another Debian suite's base (another Python).
+    Suite(super::images::DebianSuite),
     /// An image the engine has.
     Image(String),
     /// Another layer of ours, built first.
@@ -84,6 +86,7 @@ impl LayerSpec {
 pub async fn ensure_layer(docker: &Docker, spec: &LayerSpec) -> Result<String, ImageError> {
     let parent = match &spec.parent {
         ParentImage::Default => ensure_default_image(docker).await?,
+        ParentImage::Suite(suite) => super::images::ensure_suite_image(docker, *suite).await?,
         ParentImage::Image(image) => image.clone(),
         ParentImage::Layer(parent) => Box::pin(ensure_layer(docker, parent)).await?,
     };

@@ -80,6 +80,26 @@ pub fn environment(env: &super::TaskEnvironment) -> Result<(), FieldError> {
     apt_packages("environment.apt", &env.apt)?;
     variables("environment.env", &env.env)?;
     plain_list("environment.junit", &env.junit)?;
+    plain_list("environment.pre_install", &env.pre_install)?;
+    plain_list("environment.requirements", &env.requirements)?;
+    for (i, file) in env.requirements.iter().enumerate() {
+        let inside =
+            std::path::Path::new(file).components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside || file.is_empty() || file.starts_with('-') {
+            return Err(problem(
+                format!("environment.requirements[{i}]"),
+                format!("expected a file path inside the repository, found {file:?}"),
+            ));
+        }
+    }
+    if let Some(when) = &env.packages_as_of {
+        if when != "latest" && chrono::DateTime::parse_from_rfc3339(when).is_err() {
+            return Err(problem(
+                "environment.packages_as_of".into(),
+                format!("expected an RFC 3339 time (`2020-06-01T00:00:00Z`) or `latest`, found {when:?}"),
+            ));
+        }
+    }
     for (field, value) in [("environment.image", &env.image), ("environment.python", &env.python)] {
         if let Some(value) = value {
             plain_text(field, value)?;
@@ -117,5 +137,24 @@ mod tests {
         assert_eq!(variables("env", &env("A=B", "x")).unwrap_err().field, "env");
         assert_eq!(variables("env", &env("1X", "x")).unwrap_err().field, "env");
         assert_eq!(variables("env", &env("X", "a\rb")).unwrap_err().field, "env.X");
+    }
+
+    #[test]
+    fn requirement_files_stay_inside_and_the_cutoff_is_a_time() {
+        let with = |requirements: &[&str], when: Option<&str>| super::super::TaskEnvironment {
+            requirements: requirements.iter().map(|r| r.to_string()).collect(),
+            packages_as_of: when.map(str::to_owned),
+            ..Default::default()
+        };
+        assert!(environment(&with(&["tests/requirements/py3.txt"], Some("2020-06-01T00:00:00Z"))).is_ok());
+        assert!(environment(&with(&[], Some("latest"))).is_ok());
+        for bad in ["../x.txt", "/etc/passwd", "a/../../b", "-e git+https://x", "./"] {
+            let err = environment(&with(&[bad], None)).unwrap_err();
+            assert_eq!(err.field, "environment.requirements[0]", "{bad:?}");
+        }
+        assert_eq!(
+            environment(&with(&[], Some("June 2020"))).unwrap_err().field,
+            "environment.packages_as_of"
+        );
     }
 }

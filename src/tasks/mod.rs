@@ -9,6 +9,7 @@ pub mod gitlab;
 pub mod prompt;
 pub mod repos;
 pub mod services;
+pub mod specs;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -33,8 +34,8 @@ pub struct TaskEnvironment {
     /// A prebuilt image to run the tests in; nothing is built.
     #[serde(default)]
     pub image: Option<String>,
-    /// The Python the project wants (`3`, `3.11`); only Debian's python3 is available, so a
-    /// different minor version is an environment error rather than a silent substitute.
+    /// The Python the project wants (`3`, `3.8`): the nearest the images offer inside the
+    /// project's declared range is used, and the choice recorded with its reason.
     #[serde(default)]
     pub python: Option<String>,
     /// Python packages installed into the environment's venv.
@@ -46,6 +47,17 @@ pub struct TaskEnvironment {
     /// Shell commands run from the repository root while the image is built (network on).
     #[serde(default)]
     pub install: Vec<String>,
+    /// Shell commands run the same way, before the project and its requirements are installed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_install: Vec<String>,
+    /// Requirement files of the repository (`tests/requirements/py3.txt`) installed into the
+    /// venv before the project.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<String>,
+    /// The time (RFC 3339) Python packages are resolved as of, or `latest` for no cutoff; the
+    /// environment commit's time when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages_as_of: Option<String>,
     /// Extra environment variables for the tests.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -90,6 +102,9 @@ pub struct SweTask {
     pub test_cmd: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<TaskEnvironment>,
+    /// The spec `environment` came from (`--specs`), as `REPO VERSION (SOURCE)`.
+    #[serde(skip)]
+    pub environment_spec: Option<String>,
     /// The repository's own CI jobs to run as grading steps (names, or `all`); each is one
     /// outcome `ci:JOB` in FAIL_TO_PASS/PASS_TO_PASS.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "one_or_many")]

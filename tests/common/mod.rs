@@ -8,5 +8,6 @@ pub mod hub;
 pub mod llama;
 pub mod ray;
 pub mod sandbox;
+pub mod scripted;
 pub mod swe;
 pub mod venv;

@@ -30,5 +30,6 @@ pub fn grade_plan(
         settings,
         extra_manifest: BTreeMap::new(),
         force: false,
+        specs: None,
     }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use git2::{Repository, Tree};
 
 use crate::grade::runners::{self, RunnerKind};
+use crate::sandbox::images::DebianSuite;
 use crate::sandbox::layers::workspace_seed_steps;
 use crate::sandbox::{LayerSpec, ParentImage};
 use crate::shell::{self, NulByte};
@@ -16,10 +17,20 @@ use crate::shell::{self, NulByte};
 use super::prepare::TaskError;
 use crate::tasks::{SweTask, TaskEnvironment};
 
-/// The only Python the images have (Debian bookworm's python3).
-pub const DEBIAN_PYTHON: &str = "3.11";
 /// Where environment layers install a Python project's virtual environment.
 const VENV: &str = "/opt/venv";
+/// uv, pinned, in a venv of its own: it resolves packages as of a date (`--exclude-newer`).
+const UV: &str = "uv==0.13.9";
+const UV_VENV: &str = "/opt/repairbench/uv";
+/// The environment layers' one way to install into the venv: uv as of the environment
+/// commit's time (the script reads [`PACKAGES_AS_OF_VAR`]).
+const PIP_INSTALL: &str = "/opt/repairbench/pip-install";
+const PIP_INSTALL_SCRIPT: &str = include_str!("../../../dockerfiles/python-env/pip-install");
+/// The pytest the environment installed first, and its dependencies, kept over a project's
+/// pins of older ones (pytest 2.8 of a 2015 requirements file cannot run on Python 3.9).
+const OVERRIDES: &str = "/opt/repairbench/overrides.txt";
+/// The variable holding that time in the image (RFC 3339, UTC); empty means no cutoff.
+pub const PACKAGES_AS_OF_VAR: &str = "REPAIRBENCH_PACKAGES_AS_OF";
 
 /// What a task's tests need.
 #[derive(Debug, Clone)]
@@ -28,9 +39,11 @@ pub struct Environment {
     pub image: ImageChoice,
     /// Variables every test run gets (the task's `environment.env` comes on top).
     pub env: Vec<(String, String)>,
-    /// The Python chosen for a Python runner, with the reason (`3.11 (the project declares
-    /// Python `>=3.8`; ...)`).
-    pub python: Option<String>,
+    /// The Python chosen for a Python runner, with the reason.
+    pub python: Option<PythonChoice>,
+    /// For a built Python environment: the time its packages are resolved as of (the
+    /// environment commit's, RFC 3339).
+    pub packages_as_of: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -81,19 +94,30 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
     // The Python: chosen (and a range the images cannot meet refused) before anything is built.
     let python = match (runner.is_python(), &extras.image) {
         (true, None) => {
-            let declared = python::declared_range(
-                files.read("pyproject.toml").as_deref(),
-                files.read("setup.cfg").as_deref(),
-                files.read("setup.py").as_deref(),
-            );
-            let date = environment_commit_date(repo, task);
-            Some(python::choose(extras.python.as_deref(), declared.as_deref(), date.as_deref())?)
+            let project_files = ["pyproject.toml", "setup.cfg", "setup.py"].map(|f| files.read(f));
+            let [pyproject, setup_cfg, setup_py] = project_files.each_ref().map(Option::as_deref);
+            let declared = python::Declared {
+                range: python::declared_range(pyproject, setup_cfg, setup_py),
+                classifiers: project_files
+                    .iter()
+                    .flatten()
+                    .flat_map(|t| python::classifier_versions(t))
+                    .collect(),
+            };
+            let date = environment_commit_time(repo, task).map(|t| t.format("%Y-%m-%d").to_string());
+            Some(python::choose(extras.python.as_deref(), &declared, date.as_deref())?)
         }
         _ => None,
     };
     if let Some(image) = &extras.image {
         // Nothing is built on a given image: what would be built into it is refused, not dropped.
-        for (what, asked) in [("pip", &extras.pip), ("apt", &extras.apt), ("install", &extras.install)] {
+        for (what, asked) in [
+            ("pip", &extras.pip),
+            ("apt", &extras.apt),
+            ("install", &extras.install),
+            ("pre_install", &extras.pre_install),
+            ("requirements", &extras.requirements),
+        ] {
             if !asked.is_empty() {
                 return Err(TaskError::GivenImage { what });
             }
@@ -103,20 +127,28 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
             image: ImageChoice::Given(image.clone()),
             env: Vec::new(),
             python: None,
+            packages_as_of: None,
         });
-    }
-    if let Some(wanted) = &extras.python {
-        if !(DEBIAN_PYTHON.starts_with(wanted.as_str()) || wanted == "3") {
-            return Err(TaskError::PythonVersion { wanted: wanted.clone(), available: DEBIAN_PYTHON });
-        }
     }
     let repo_tree = RepoTree {
         tar: crate::patch::tree::tree_tar(repo, tree).map_err(TaskError::git("packing the tree"))?,
         paths: tracked_paths(tree),
     };
+    if !runner.is_python() && !extras.requirements.is_empty() {
+        return Err(TaskError::NotForRunner { what: "requirements", runner });
+    }
+    // The task's own cutoff (`latest`: none), else the environment commit's time, but never
+    // before the chosen Python's packages caught up with it.
+    let packages_as_of = match (extras.packages_as_of.as_deref(), &python) {
+        (Some("latest"), _) | (None, None) => None,
+        (Some(when), _) => Some(when.to_owned()),
+        (None, Some(python)) => environment_commit_time(repo, task)
+            .map(|t| t.max(python.packages_floor()).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    };
     let (layer, env) = match runner {
         RunnerKind::Pytest | RunnerKind::Django | RunnerKind::Sympy => {
-            (python_layer(&files, &extras, repo_tree)?, Vec::new())
+            let suite = python.as_ref().map_or(DebianSuite::DEFAULT, |p| p.suite);
+            (python_layer(&files, &extras, repo_tree, (suite, packages_as_of.as_deref()))?, Vec::new())
         }
         RunnerKind::Cargo => (Some(cargo_layer(&extras, repo_tree)?), Vec::new()),
         RunnerKind::Go => (Some(go_layer(&extras, repo_tree)?), Vec::new()),
@@ -126,18 +158,17 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
             (Some(repo_layer("env-junit", ParentImage::Default, &extras, repo_tree, &[], &[])?), Vec::new())
         }
     };
-    let image = match layer {
-        Some(layer) => ImageChoice::Build(layer),
-        None => ImageChoice::RunImage,
+    let (image, packages_as_of) = match layer {
+        Some(layer) => (ImageChoice::Build(layer), packages_as_of),
+        None => (ImageChoice::RunImage, None),
     };
-    Ok(Environment { runner, image, env, python })
+    Ok(Environment { runner, image, env, python, packages_as_of })
 }
 
-/// The day (`YYYY-MM-DD`, UTC) of the commit the environment is built from.
-fn environment_commit_date(repo: &Repository, task: &SweTask) -> Option<String> {
+/// When the commit the environment is built from was made (its committer time).
+fn environment_commit_time(repo: &Repository, task: &SweTask) -> Option<chrono::DateTime<chrono::Utc>> {
     let oid = git2::Oid::from_str(task.environment_commit()).ok()?;
-    let seconds = repo.find_commit(oid).ok()?.time().seconds();
-    Some(chrono::DateTime::from_timestamp(seconds, 0)?.format("%Y-%m-%d").to_string())
+    chrono::DateTime::from_timestamp(repo.find_commit(oid).ok()?.time().seconds(), 0)
 }
 
 /// PATH inside our images.
@@ -235,20 +266,24 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
     project
 }
 
-/// The layer installing a Python project into a venv, or `None` when the default image runs
-/// its tests as they are (nothing declared to install).
+/// The layer installing a Python project into a venv on the image of `suite` (its Python), or
+/// `None` when the default image runs its tests as they are (its Python, nothing declared to
+/// install).
 fn python_layer(
     files: &TreeFiles<'_>,
     extras: &TaskEnvironment,
     repo_tree: RepoTree,
+    (suite, packages_as_of): (DebianSuite, Option<&str>),
 ) -> Result<Option<LayerSpec>, NulByte> {
     let mut project = python_project(files, &files.root_names());
     if repo_tree.paths.iter().any(|p| p.ends_with(".pyx") || p.ends_with(".pxd")) {
         project.compiled = true;
         project.needs_install = true;
     }
-    let asked = !extras.pip.is_empty() || !extras.apt.is_empty() || !extras.install.is_empty();
-    if !project.needs_install && !asked {
+    let asked = [&extras.pip, &extras.apt, &extras.install, &extras.pre_install, &extras.requirements]
+        .iter()
+        .any(|asked| !asked.is_empty());
+    if !project.needs_install && !asked && suite == DebianSuite::DEFAULT {
         return Ok(None);
     }
     let mut steps = vec![
@@ -260,16 +295,39 @@ fn python_layer(
         "USER root".to_owned(),
         HOST_CA_STEPS.to_owned(),
         apt_step(&python_packages(project.compiled), &extras.apt)?,
-        format!("RUN python3 -m venv {VENV} && {VENV}/bin/pip install --no-cache-dir pytest"),
+        format!(
+            "RUN python3 -m venv {VENV} && python3 -m venv {UV_VENV} && {UV_VENV}/bin/pip install --no-cache-dir {UV}"
+        ),
+        format!("COPY pip-install {PIP_INSTALL}"),
+        format!("RUN chmod 755 {PIP_INSTALL}"),
         format!("ENV PATH={VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={VENV}"),
+        // Packages as of the environment commit's time: the date is part of this Dockerfile,
+        // so of the image's content key.
+        format!("ENV {PACKAGES_AS_OF_VAR}={}", packages_as_of.unwrap_or_default()),
+        format!("RUN {PIP_INSTALL} pytest"),
+        // pytest and what it needs are the harness's: a project's pin of older ones is overridden.
+        format!(
+            "RUN {UV_VENV}/bin/uv pip freeze --python {VENV}/bin/python | grep -viE '^(pip|setuptools|wheel)==' > {OVERRIDES}"
+        ),
+        format!("ENV REPAIRBENCH_OVERRIDES={OVERRIDES}"),
         "ADD tree.tar /workspace/".to_owned(),
         "COPY tree-files /tmp/rb-tree-files".to_owned(),
         "WORKDIR /workspace".to_owned(),
         // The tree has no .git: version-from-git build backends get a fixed version instead.
         "ENV SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 PDM_BUILD_SCM_VERSION=0.0.0".to_owned(),
     ];
-    for requirements in &project.requirement_files {
-        steps.push(format!("RUN pip install --no-cache-dir -r {requirements}"));
+    let (pre_install_steps, pre_install_files) = command_steps("rb-pre", &extras.pre_install);
+    steps.extend(pre_install_steps);
+    // pytest plugins go with the harness's pytest: a requirement file's pin of one (pytest-cov
+    // 1.6 of 2015 breaks pytest 6) is relaxed to the version of the cutoff.
+    let plugins = pytest_plugins(
+        project.requirement_files.iter().chain(&extras.requirements).filter_map(|f| files.read(f)),
+    );
+    if !plugins.is_empty() {
+        steps.push(format!("RUN printf '%s\\n' {} >> {OVERRIDES}", shell::join(&plugins)?));
+    }
+    for requirements in project.requirement_files.iter().chain(&extras.requirements) {
+        steps.push(format!("RUN {PIP_INSTALL} -r {}", shell::quote(requirements)?));
     }
     if project.installable {
         let target = if project.extras.is_empty() {
@@ -277,19 +335,23 @@ fn python_layer(
         } else {
             format!(".[{}]", project.extras.join(","))
         };
-        steps.push(format!("RUN pip install --no-cache-dir -e '{target}'"));
+        steps.push(format!("RUN {PIP_INSTALL} -e '{target}'"));
     }
     if !extras.pip.is_empty() {
-        steps.push(format!("RUN pip install --no-cache-dir {}", shell::join(&extras.pip)?));
+        // The task's own packages are taken as written, with no date: a pin it names is meant.
+        steps.push(format!(
+            "RUN {PACKAGES_AS_OF_VAR}= REPAIRBENCH_OVERRIDES= {PIP_INSTALL} {}",
+            shell::join(&extras.pip)?
+        ));
     }
-    let (install_steps, install_files) = command_steps(&extras.install);
+    let (install_steps, install_files) = command_steps("rb-steps", &extras.install);
     steps.extend(install_steps);
     if project.compiled {
         // The build tools stay in the venv, and the extensions are built again in place from
         // the tree under test before each run, with no network.
         let mut tools = vec!["setuptools".to_owned(), "wheel".to_owned()];
         tools.extend(project.build_requires.iter().cloned());
-        steps.push(format!("RUN pip install --no-cache-dir {}", shell::join(&tools)?));
+        steps.push(format!("RUN {PIP_INSTALL} {}", shell::join(&tools)?));
         let rebuild = if files.read("setup.py").is_some() {
             "python3 setup.py --quiet build_ext --inplace --force"
         } else {
@@ -308,8 +370,11 @@ fn python_layer(
     steps.push("USER sandbox".to_owned());
     let dockerfile = steps.join("\n") + "\n";
     let mut files = context(dockerfile, repo_tree);
+    files.extend(pre_install_files);
     files.extend(install_files);
-    Ok(Some(LayerSpec::new("env-python", files, ParentImage::Default)))
+    files.push(("pip-install".into(), PIP_INSTALL_SCRIPT.as_bytes().to_vec()));
+    let parent = if suite == DebianSuite::DEFAULT { ParentImage::Default } else { ParentImage::Suite(suite) };
+    Ok(Some(LayerSpec::new("env-python", files, parent)))
 }
 
 /// A layer holding the repository at its environment commit with `prepare` run in it (network
@@ -343,8 +408,10 @@ fn repo_layer(
     steps.push("ADD tree.tar /workspace/".to_owned());
     steps.push("COPY tree-files /tmp/rb-tree-files".to_owned());
     steps.push("WORKDIR /workspace".to_owned());
+    let (pre_install_steps, pre_install_files) = command_steps("rb-pre", &extras.pre_install);
+    steps.extend(pre_install_steps);
     steps.extend(prepare.iter().cloned());
-    let (install_steps, install_files) = command_steps(&extras.install);
+    let (install_steps, install_files) = command_steps("rb-steps", &extras.install);
     steps.extend(install_steps);
     steps.push(REMOVE_TRACKED.to_owned());
     steps.push(workspace_seed_steps());
@@ -352,95 +419,9 @@ fn repo_layer(
     steps.push("USER sandbox".to_owned());
     let dockerfile = steps.join("\n") + "\n";
     let mut files = context(dockerfile, repo_tree);
+    files.extend(pre_install_files);
     files.extend(install_files);
     Ok(LayerSpec::new(name, files, parent))
-}
-
-/// The toolchain of the host's `rustc` (rustup's, usually), copied into a layer with a C
-/// linker from Debian: Debian bookworm's own Rust (1.63) is too old for most crates, and no
-/// toolchain download site may be reachable. The tag hashes `rustc -vV` and `cargo -V`.
-fn rust_toolchain() -> Result<LayerSpec, TaskError> {
-    let run = |program: &str, args: &[&str]| {
-        std::process::Command::new(program)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    let rustc = crate::env::get(crate::env::RUSTC).unwrap_or_else(|| "rustc".into());
-    let sysroot = run(&rustc, &["--print", "sysroot"]).ok_or(TaskError::NoRustc)?;
-    let identity = format!(
-        "{}\n{}",
-        run(&rustc, &["-vV"]).unwrap_or_default(),
-        run(&format!("{sysroot}/bin/cargo"), &["-V"]).unwrap_or_default()
-    );
-    let dockerfile = format!(
-        "ARG BASE\nFROM ${{BASE}}\nUSER root\n{}\nCOPY host/ /opt/rust/\nENV PATH=/opt/rust/bin:{SYSTEM_PATH}\nUSER sandbox\n",
-        apt_step(&["gcc".into(), "libc6-dev".into(), "ca-certificates".into()], &[])?
-    );
-    let host_dir = crate::sandbox::layers::HostDir {
-        root: sysroot.into(),
-        include: vec!["bin/cargo".into(), "bin/rustc".into(), "bin/rustdoc".into(), "lib".into()],
-        identity,
-    };
-    Ok(LayerSpec::new(
-        "rust-toolchain",
-        vec![("Dockerfile".into(), dockerfile.into_bytes())],
-        ParentImage::Default,
-    )
-    .with_host_dir(host_dir))
-}
-
-/// Dependencies fetched with the network (`cargo fetch`), the tests built once so the
-/// dependencies are compiled in the kept `target/`; tests then run `--offline`.
-fn cargo_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpec, TaskError> {
-    let toolchain = rust_toolchain()?;
-    let prepare = vec![
-        "ENV CARGO_HOME=/workspace/.cargo-home".to_owned(),
-        "RUN cargo fetch".to_owned(),
-        // The base commit may not build its tests; what compiled is still reused.
-        "RUN cargo test --offline --no-run || true".to_owned(),
-    ];
-    Ok(repo_layer("env-cargo", ParentImage::Layer(Box::new(toolchain)), extras, repo_tree, &prepare, &[])?)
-}
-
-/// Debian's Go; modules downloaded with the network (through the host's `GOPROXY` when set),
-/// the build cache warmed; tests then run with `GOPROXY=off`.
-fn go_layer(extras: &TaskEnvironment, repo_tree: RepoTree) -> Result<LayerSpec, NulByte> {
-    let prepare = vec![
-        apt_step(&["golang-go".into(), "ca-certificates".into()], &[])?,
-        "ENV GOPATH=/workspace/.go GOCACHE=/workspace/.go/cache".to_owned(),
-        "RUN if [ -f go.sum ]; then go mod download; fi".to_owned(),
-        "RUN go test -count=1 -run '^$' ./... || true".to_owned(),
-    ];
-    let after = vec!["ENV GOPROXY=off GOFLAGS=-mod=readonly".to_owned()];
-    repo_layer("env-go", ParentImage::Default, extras, repo_tree, &prepare, &after)
-}
-
-/// Debian's Node; `npm ci` (through the host's `NPM_CONFIG_REGISTRY` when set) only when
-/// package.json declares dependencies.
-fn node_layer(
-    files: &TreeFiles<'_>,
-    extras: &TaskEnvironment,
-    repo_tree: RepoTree,
-) -> Result<LayerSpec, NulByte> {
-    let declares_dependencies = files
-        .read("package.json")
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .is_some_and(|package| {
-            ["dependencies", "devDependencies"]
-                .iter()
-                .any(|k| package.get(k).and_then(|d| d.as_object()).is_some_and(|d| !d.is_empty()))
-        });
-    let mut packages = vec!["nodejs".to_owned()];
-    let mut prepare = Vec::new();
-    if declares_dependencies {
-        packages.push("npm".into());
-        prepare.push("RUN if [ -f package-lock.json ]; then npm ci; else npm install; fi".to_owned());
-    }
-    prepare.insert(0, apt_step(&packages, &[])?);
-    repo_layer("env-node", ParentImage::Default, extras, repo_tree, &prepare, &[])
 }
 
 /// Where layers put the host's certificate authorities, and the variables that make pip,
@@ -470,21 +451,24 @@ fn context(dockerfile: String, tree: RepoTree) -> crate::sandbox::images::LayerF
     files
 }
 
-/// A task's own build commands (`environment.install`, a service's `build.run`): each goes
-/// into a file of the build context and runs as `sh -ex FILE` from `/workspace`, so no command
-/// is ever Dockerfile text (the task loader also refuses control characters in them).
-/// Returns the Dockerfile steps and the files.
-pub(super) fn command_steps(commands: &[String]) -> (Vec<String>, crate::sandbox::images::LayerFiles) {
+/// A task's own build commands (`environment.install` and `pre_install`, a service's
+/// `build.run`): each goes into a file of the build context under `folder/` and runs as
+/// `sh -ex FILE` from `/workspace`, so no command is ever Dockerfile text (the task loader also
+/// refuses control characters in them). Returns the Dockerfile steps and the files.
+pub(super) fn command_steps(
+    folder: &str,
+    commands: &[String],
+) -> (Vec<String>, crate::sandbox::images::LayerFiles) {
     if commands.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let mut steps = vec!["COPY rb-steps/ /tmp/rb-steps/".to_owned()];
+    let mut steps = vec![format!("COPY {folder}/ /tmp/{folder}/")];
     let mut files = Vec::new();
     for (i, command) in commands.iter().enumerate() {
-        files.push((format!("rb-steps/{}.sh", i + 1), format!("{command}\n").into_bytes()));
-        steps.push(format!("RUN sh -ex /tmp/rb-steps/{}.sh", i + 1));
+        files.push((format!("{folder}/{}.sh", i + 1), format!("{command}\n").into_bytes()));
+        steps.push(format!("RUN sh -ex /tmp/{folder}/{}.sh", i + 1));
     }
-    steps.push("RUN rm -rf /tmp/rb-steps".to_owned());
+    steps.push(format!("RUN rm -rf /tmp/{folder}"));
     (steps, files)
 }
 
@@ -520,6 +504,27 @@ fn tracked_paths(tree: &Tree<'_>) -> Vec<String> {
 const REMOVE_TRACKED: &str = "RUN xargs -0 rm -f -- < /tmp/rb-tree-files && rm /tmp/rb-tree-files \\\n    \
 && find /workspace -mindepth 1 -type d -empty -delete && chown -R sandbox:sandbox /workspace";
 
+/// The pytest plugins (`pytest-cov`, `pytest_httpbin`) the requirement files `texts` name.
+fn pytest_plugins(texts: impl Iterator<Item = String>) -> Vec<String> {
+    let mut plugins: Vec<String> = texts
+        .flat_map(|text| {
+            text.lines()
+                .filter_map(|line| {
+                    let line = line.split('#').next().unwrap_or("").trim();
+                    let end = line
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+                        .unwrap_or(line.len());
+                    let name = line[..end].to_ascii_lowercase();
+                    (name.starts_with("pytest-") || name.starts_with("pytest_")).then_some(name)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    plugins.sort();
+    plugins.dedup();
+    plugins
+}
+
 /// Debian packages a Python environment needs: the venv module, and for compiled extensions a
 /// C compiler and Python's headers.
 fn python_packages(compiled: bool) -> Vec<String> {
@@ -545,6 +550,9 @@ pub fn task_env(task: &SweTask) -> BTreeMap<String, String> {
 }
 
 mod python;
+pub use python::PythonChoice;
+mod toolchains;
+use toolchains::{cargo_layer, go_layer, node_layer};
 
 #[cfg(test)]
 mod tests;

@@ -80,9 +80,14 @@ fn dependencies_src_layout_and_extras_are_installed() {
     };
     let environment = plan(&repo, &tree, &task("tests/test_x.py", Some(extras))).unwrap();
     let dockerfile = dockerfile(&environment).expect("a layer is built");
-    assert!(dockerfile.contains("pip install --no-cache-dir -e '.[test]'"), "{dockerfile}");
-    assert!(dockerfile.contains("-r requirements-dev.txt"), "{dockerfile}");
-    assert!(dockerfile.contains("pip install --no-cache-dir 'pyflakes==3.2.0'\n"), "{dockerfile}");
+    assert!(dockerfile.contains("RUN /opt/repairbench/pip-install -e '.[test]'"), "{dockerfile}");
+    assert!(dockerfile.contains("RUN /opt/repairbench/pip-install -r requirements-dev.txt"), "{dockerfile}");
+    // The task's own pins carry no date; everything else is resolved as of the commit (none here).
+    assert!(
+        dockerfile
+            .contains("RUN REPAIRBENCH_PACKAGES_AS_OF= REPAIRBENCH_OVERRIDES= /opt/repairbench/pip-install 'pyflakes==3.2.0'\n"),
+        "{dockerfile}"
+    );
     assert!(dockerfile.contains("--no-install-recommends python3-venv libpq-dev "), "{dockerfile}");
     assert!(!dockerfile.contains("docs"), "only test extras: {dockerfile}");
     // The tree's own files go (each run copies the tree under test in); what the build
@@ -114,7 +119,7 @@ fn compiled_extensions_get_a_compiler_and_a_rebuild_before_the_tests() {
     let tree = repo.find_tree(tree).unwrap();
     let dockerfile = dockerfile(&plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap()).unwrap();
     assert!(
-        dockerfile.contains("pip install --no-cache-dir setuptools wheel setuptools 'Cython>=3'"),
+        dockerfile.contains("RUN /opt/repairbench/pip-install setuptools wheel setuptools 'Cython>=3'"),
         "{dockerfile}"
     );
 }
@@ -149,13 +154,22 @@ fn pip_packages_are_installed_for_every_runner_and_refused_on_a_given_image() {
 }
 
 #[test]
-fn a_python_the_images_lack_is_an_error_and_a_given_image_is_used_as_is() {
+fn a_python_is_the_nearest_image_and_a_given_image_is_used_as_is() {
     let (_dir, repo, tree) = repo_with(&[("setup.py", "from setuptools import setup\nsetup()\n")]);
     let tree = repo.find_tree(tree).unwrap();
+    // 3.8 is not offered: the nearest, bullseye's 3.9, is built on, and the choice recorded.
     let old = TaskEnvironment { python: Some("3.8".into()), ..Default::default() };
-    let err = plan(&repo, &tree, &task("tests/test_x.py", Some(old))).unwrap_err();
-    let err = err.to_string();
-    assert!(err.contains("Python 3.8") && err.contains("environment.image"), "{err}");
+    let environment = plan(&repo, &tree, &task("tests/test_x.py", Some(old))).unwrap();
+    let python = environment.python.as_ref().unwrap();
+    assert_eq!(python.suite, DebianSuite::Bullseye, "{python}");
+    assert!(python.to_string().starts_with("3.9 (the task's environment.python is 3.8"), "{python}");
+    assert!(
+        matches!(&environment.image, ImageChoice::Build(layer) if matches!(layer.parent, ParentImage::Suite(DebianSuite::Bullseye))),
+        "{environment:?}"
+    );
+    let py2 = TaskEnvironment { python: Some("2.7".into()), ..Default::default() };
+    let err = plan(&repo, &tree, &task("tests/test_x.py", Some(py2))).unwrap_err().to_string();
+    assert!(err.contains("`2.7`") && err.contains("3.9 (bullseye)"), "{err}");
     let given = TaskEnvironment {
         image: Some("team/py38:1".into()),
         python: Some("3.8".into()),
@@ -173,13 +187,29 @@ fn the_python_is_chosen_with_its_reason_and_an_unmet_range_refused() {
     )]);
     let tree = repo.find_tree(tree).unwrap();
     let environment = plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap();
-    let python = environment.python.unwrap();
+    let python = environment.python.unwrap().to_string();
     assert!(python.starts_with("3.11 (") && python.contains("`>=3.8`"), "{python}");
-    let (_dir, repo, tree) = repo_with(&[("setup.py", "setup(name='x', python_requires='>=2.7, <3.10')\n")]);
+    let (_dir, repo, tree) = repo_with(&[("setup.py", "setup(name='x', python_requires='>=2.7, <3.9')\n")]);
     let tree = repo.find_tree(tree).unwrap();
     let err = plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap_err().to_string();
-    assert!(err.contains("`>=2.7, <3.10`") && err.contains("environment.image"), "{err}");
+    assert!(err.contains("`>=2.7, <3.9`") && err.contains("environment.image"), "{err}");
     // A given image is the task's own choice: nothing is refused or recorded.
     let given = TaskEnvironment { image: Some("team/py39:1".into()), ..Default::default() };
     assert_eq!(plan(&repo, &tree, &task("tests/test_x.py", Some(given))).unwrap().python, None);
+}
+
+#[test]
+fn pytest_plugins_pinned_by_requirement_files_are_relaxed() {
+    let text = "py==1.4.30\npytest==2.8.1\npytest-cov==2.1.0  # coverage\nPytest_HTTPBin==0.0.7\n-e .\nhttpbin==0.4.0\n";
+    assert_eq!(pytest_plugins([text.to_owned()].into_iter()), ["pytest-cov", "pytest_httpbin"]);
+    let (_dir, repo, tree) = repo_with(&[
+        ("setup.py", "from setuptools import setup\nsetup(name='x', install_requires=['six'])\n"),
+        ("requirements.txt", text),
+    ]);
+    let tree = repo.find_tree(tree).unwrap();
+    let dockerfile = dockerfile(&plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap()).unwrap();
+    let relaxed = dockerfile
+        .find("RUN printf '%s\\n' pytest-cov pytest_httpbin >> /opt/repairbench/overrides.txt")
+        .unwrap();
+    assert!(relaxed < dockerfile.find("-r requirements.txt").unwrap(), "{dockerfile}");
 }
