@@ -76,6 +76,10 @@ async fn the_supervisor_is_root_with_three_capabilities_and_execs_run_as_it() {
     assert_run_left_nothing(&sandbox).await;
 }
 
+/// Binds a server to `localhost` and connects to it by name.
+const LOCALHOST: &str = "import socket; s = socket.socket(); s.bind(('localhost', 0)); s.listen(); \
+socket.create_connection(('localhost', s.getsockname()[1]), timeout=3); print('localhost ok')";
+
 #[tokio::test(flavor = "multi_thread")]
 async fn no_network_only_loopback_and_a_local_server_is_unreachable() {
     let sandbox = connect().await;
@@ -118,7 +122,17 @@ async fn no_network_only_loopback_and_a_local_server_is_unreachable() {
     let isolated = sandbox
         .run_job(
             &spec(),
-            &job(&["sh", "-c", &format!("ls /sys/class/net; python3 -c \"{}\"", fetch(&server_ip))], 30),
+            &job(
+                &[
+                    "sh",
+                    "-c",
+                    &format!(
+                        "ls /sys/class/net; python3 -c \"{}\"; python3 -c \"{LOCALHOST}\"",
+                        fetch(&server_ip)
+                    ),
+                ],
+                30,
+            ),
             None,
         )
         .await
@@ -126,6 +140,9 @@ async fn no_network_only_loopback_and_a_local_server_is_unreachable() {
     let lines: Vec<&str> = isolated.result.stdout.lines().collect();
     assert_eq!(lines[0], "lo", "interfaces: {}", isolated.result.stdout);
     assert!(lines[1].starts_with("unreachable"), "sandbox reached the server: {}", isolated.result.stdout);
+    // Loopback still works by name: a test server on `localhost` (Django's live server) is
+    // found although the engine writes no hosts file for a container without network.
+    assert_eq!(lines.get(2), Some(&"localhost ok"), "{:?}", isolated.result);
     group.teardown().await.unwrap();
     assert_run_left_nothing(&sandbox).await;
 }

@@ -140,6 +140,13 @@ impl Parser {
         if let Some(status) = self.pending.as_ref().filter(|p| p.worst.is_none()).and_then(|_| result(line)) {
             let pending = self.pending.take().expect("checked above");
             self.finished(&pending.description, status);
+        } else if let (None, Some(status @ (TestStatus::Error | TestStatus::Failed))) =
+            (&self.pending, result(line))
+        {
+            // A class or module fixture that failed (`setUpClass`): unittest prints the word alone
+            // and counts an error, but no test; the tests it held never ran, so they have no
+            // status (as in SWE-bench's parser) and count as not passing.
+            self.count(status);
         }
     }
 
@@ -262,5 +269,19 @@ FAILED (failures=1, errors=1, skipped=1, expected failures=1, unexpected success
         let report = parse(log);
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.statuses.get("Same line."), Some(&TestStatus::Failed));
+    }
+
+    #[test]
+    fn a_failed_class_fixture_counts_an_error_and_leaves_its_tests_without_a_status() {
+        // What unittest prints when a live-server test class cannot start its server.
+        let log = "test_a (m.T.test_a) ... ok\nERROR\ntest_c (m.U.test_c) ... ok\n\n\
+                   ======================================================================\n\
+                   ERROR: setUpClass (m.Live)\n\
+                   ----------------------------------------------------------------------\n\
+                   Ran 2 tests in 0.1s\n\nFAILED (errors=1)\n";
+        let report = parse(log);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.statuses.len(), 2);
+        assert_eq!(report.summary.as_ref().map(|c| c.failed), Some(1));
     }
 }

@@ -71,7 +71,9 @@ pub fn container_config(
     let limits = &spec.limits;
     let mut env = vec!["HOME=/tmp".to_string()];
     env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
-    let no_network = network.is_none();
+    // Network mode `none` (a namespace with only loopback), not `network_disabled`: with that
+    // the engine writes no /etc/hosts, and a test server on `localhost` (Django's live server)
+    // cannot be found.
     let (network_mode, networking_config) = match network {
         None => ("none".to_string(), None),
         Some((name, aliases)) => (
@@ -99,7 +101,6 @@ pub fn container_config(
         labels: Some(labels.clone()),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
-        network_disabled: Some(no_network),
         networking_config,
         host_config: Some(HostConfig {
             network_mode: Some(network_mode),
