@@ -138,17 +138,25 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         return Err(TaskError::NotForRunner { what: "requirements", runner });
     }
     // The task's own cutoff (`latest`: none), else the environment commit's time, but never
-    // before the chosen Python's packages caught up with it.
-    let packages_as_of = match (extras.packages_as_of.as_deref(), &python) {
-        (Some("latest"), _) | (None, None) => None,
-        (Some(when), _) => Some(when.to_owned()),
-        (None, Some(python)) => environment_commit_time(repo, task)
-            .map(|t| t.max(python.packages_floor()).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    // before the chosen Python's packages caught up with it; then the project's pins of older
+    // test tools are relaxed too.
+    let resolution = match (extras.packages_as_of.as_deref(), &python) {
+        (Some("latest"), _) | (None, None) => Resolution::default(),
+        (Some(when), _) => Resolution { as_of: Some(when.to_owned()), relax_pins: false },
+        (None, Some(python)) => {
+            environment_commit_time(repo, task).map_or_else(Resolution::default, |time| {
+                let floor = python.packages_floor();
+                Resolution {
+                    as_of: Some(time.max(floor).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                    relax_pins: time < floor,
+                }
+            })
+        }
     };
     let (layer, env) = match runner {
         RunnerKind::Pytest | RunnerKind::Django | RunnerKind::Sympy => {
             let suite = python.as_ref().map_or(DebianSuite::DEFAULT, |p| p.suite);
-            (python_layer(&files, &extras, repo_tree, (suite, packages_as_of.as_deref()))?, Vec::new())
+            (python_layer(&files, &extras, repo_tree, (suite, &resolution))?, Vec::new())
         }
         RunnerKind::Cargo => (Some(cargo_layer(&extras, repo_tree)?), Vec::new()),
         RunnerKind::Go => (Some(go_layer(&extras, repo_tree)?), Vec::new()),
@@ -159,7 +167,7 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         }
     };
     let (image, packages_as_of) = match layer {
-        Some(layer) => (ImageChoice::Build(layer), packages_as_of),
+        Some(layer) => (ImageChoice::Build(layer), resolution.as_of),
         None => (ImageChoice::RunImage, None),
     };
     Ok(Environment { runner, image, env, python, packages_as_of })
@@ -186,6 +194,16 @@ const REQUIREMENT_FILES: &[&str] = &[
     "requirements-dev.txt",
     "dev-requirements.txt",
 ];
+
+/// How a Python environment's packages are resolved.
+#[derive(Debug, Default)]
+struct Resolution {
+    /// The time (RFC 3339) packages are resolved as of; none: the newest.
+    as_of: Option<String>,
+    /// The commit predates the chosen Python's packages: the project's pins of older test
+    /// tools (pytest, its dependencies and plugins) give way to those of `as_of`.
+    relax_pins: bool,
+}
 
 /// What installing a Python project involves.
 #[derive(Debug, Default, PartialEq)]
@@ -273,7 +291,7 @@ fn python_layer(
     files: &TreeFiles<'_>,
     extras: &TaskEnvironment,
     repo_tree: RepoTree,
-    (suite, packages_as_of): (DebianSuite, Option<&str>),
+    (suite, resolution): (DebianSuite, &Resolution),
 ) -> Result<Option<LayerSpec>, NulByte> {
     let mut project = python_project(files, &files.root_names());
     if repo_tree.paths.iter().any(|p| p.ends_with(".pyx") || p.ends_with(".pxd")) {
@@ -303,19 +321,24 @@ fn python_layer(
         format!("ENV PATH={VENV}/bin:{SYSTEM_PATH} VIRTUAL_ENV={VENV}"),
         // Packages as of the environment commit's time: the date is part of this Dockerfile,
         // so of the image's content key.
-        format!("ENV {PACKAGES_AS_OF_VAR}={}", packages_as_of.unwrap_or_default()),
+        format!("ENV {PACKAGES_AS_OF_VAR}={}", resolution.as_of.as_deref().unwrap_or_default()),
         format!("RUN {PIP_INSTALL} pytest"),
-        // pytest and what it needs are the harness's: a project's pin of older ones is overridden.
-        format!(
+    ];
+    if resolution.relax_pins {
+        // pytest and what it needs are the harness's: a project's pins of older ones, which
+        // cannot run on this Python, are overridden.
+        steps.push(format!(
             "RUN {UV_VENV}/bin/uv pip freeze --python {VENV}/bin/python | grep -viE '^(pip|setuptools|wheel)==' > {OVERRIDES}"
-        ),
-        format!("ENV REPAIRBENCH_OVERRIDES={OVERRIDES}"),
+        ));
+        steps.push(format!("ENV REPAIRBENCH_OVERRIDES={OVERRIDES}"));
+    }
+    steps.extend([
         "ADD tree.tar /workspace/".to_owned(),
         "COPY tree-files /tmp/rb-tree-files".to_owned(),
         "WORKDIR /workspace".to_owned(),
         // The tree has no .git: version-from-git build backends get a fixed version instead.
         "ENV SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 PDM_BUILD_SCM_VERSION=0.0.0".to_owned(),
-    ];
+    ]);
     let (pre_install_steps, pre_install_files) = command_steps("rb-pre", &extras.pre_install);
     steps.extend(pre_install_steps);
     // pytest plugins go with the harness's pytest: a requirement file's pin of one (pytest-cov
@@ -323,7 +346,7 @@ fn python_layer(
     let plugins = pytest_plugins(
         project.requirement_files.iter().chain(&extras.requirements).filter_map(|f| files.read(f)),
     );
-    if !plugins.is_empty() {
+    if resolution.relax_pins && !plugins.is_empty() {
         steps.push(format!("RUN printf '%s\\n' {} >> {OVERRIDES}", shell::join(&plugins)?));
     }
     for requirements in project.requirement_files.iter().chain(&extras.requirements) {

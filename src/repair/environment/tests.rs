@@ -27,6 +27,18 @@ fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository, git2::Oi
     (dir, repo, tree)
 }
 
+/// [`repo_with`], committed at `seconds` since the epoch; also returns the commit.
+fn repo_with_commit(
+    files: &[(&str, &str)],
+    seconds: i64,
+) -> (tempfile::TempDir, Repository, git2::Oid, git2::Oid) {
+    let (dir, repo, tree) = repo_with(files);
+    let signature = git2::Signature::new("t", "t@example.com", &git2::Time::new(seconds, 0)).unwrap();
+    let commit =
+        repo.commit(None, &signature, &signature, "base", &repo.find_tree(tree).unwrap(), &[]).unwrap();
+    (dir, repo, tree, commit)
+}
+
 fn task(test_patch_file: &str, environment: Option<TaskEnvironment>) -> SweTask {
     let text = serde_json::json!({
         "repo": "acme/x", "instance_id": "x-1", "base_commit": "0",
@@ -199,17 +211,31 @@ fn the_python_is_chosen_with_its_reason_and_an_unmet_range_refused() {
 }
 
 #[test]
-fn pytest_plugins_pinned_by_requirement_files_are_relaxed() {
+fn pins_older_than_the_python_are_relaxed_and_newer_ones_kept() {
     let text = "py==1.4.30\npytest==2.8.1\npytest-cov==2.1.0  # coverage\nPytest_HTTPBin==0.0.7\n-e .\nhttpbin==0.4.0\n";
     assert_eq!(pytest_plugins([text.to_owned()].into_iter()), ["pytest-cov", "pytest_httpbin"]);
-    let (_dir, repo, tree) = repo_with(&[
+    let files = [
         ("setup.py", "from setuptools import setup\nsetup(name='x', install_requires=['six'])\n"),
         ("requirements.txt", text),
-    ]);
+    ];
+    let relax = "RUN printf '%s\\n' pytest-cov pytest_httpbin >> /opt/repairbench/overrides.txt";
+    // A commit of 2015 runs on Python 3.9 with the packages of April 2021: its pins give way.
+    let (_dir, repo, tree, commit) = repo_with_commit(&files, 1_450_000_000);
     let tree = repo.find_tree(tree).unwrap();
-    let dockerfile = dockerfile(&plan(&repo, &tree, &task("tests/test_x.py", None)).unwrap()).unwrap();
-    let relaxed = dockerfile
-        .find("RUN printf '%s\\n' pytest-cov pytest_httpbin >> /opt/repairbench/overrides.txt")
-        .unwrap();
-    assert!(relaxed < dockerfile.find("-r requirements.txt").unwrap(), "{dockerfile}");
+    let mut old = task("tests/test_x.py", None);
+    old.base_commit = commit.to_string();
+    let environment = plan(&repo, &tree, &old).unwrap();
+    assert_eq!(environment.packages_as_of.as_deref(), Some("2021-04-03T00:00:00Z"));
+    let text = dockerfile(&environment).unwrap();
+    assert!(text.contains("uv pip freeze") && text.contains("ENV REPAIRBENCH_OVERRIDES="), "{text}");
+    assert!(text.find(relax).unwrap() < text.find("-r requirements.txt").unwrap(), "{text}");
+    // A commit of 2024 on 3.11: its pins are of its Python's time and stand.
+    let (_dir, repo, tree, commit) = repo_with_commit(&files, 1_710_000_000);
+    let tree = repo.find_tree(tree).unwrap();
+    let mut new = task("tests/test_x.py", None);
+    new.base_commit = commit.to_string();
+    let environment = plan(&repo, &tree, &new).unwrap();
+    assert_eq!(environment.packages_as_of.as_deref(), Some("2024-03-09T16:00:00Z"));
+    let text = dockerfile(&environment).unwrap();
+    assert!(!text.contains("REPAIRBENCH_OVERRIDES=/") && !text.contains(relax), "{text}");
 }
