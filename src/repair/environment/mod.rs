@@ -489,7 +489,11 @@ pub(super) fn command_steps(
     let mut files = Vec::new();
     for (i, command) in commands.iter().enumerate() {
         files.push((format!("{folder}/{}.sh", i + 1), format!("{command}\n").into_bytes()));
-        steps.push(format!("RUN sh -ex /tmp/{folder}/{}.sh", i + 1));
+        // As root, with the admin tools on PATH a root shell has (`locale-gen`).
+        steps.push(format!(
+            "RUN PATH=\"$PATH:/usr/local/sbin:/usr/sbin:/sbin\" sh -ex /tmp/{folder}/{}.sh",
+            i + 1
+        ));
     }
     steps.push(format!("RUN rm -rf /tmp/{folder}"));
     (steps, files)
