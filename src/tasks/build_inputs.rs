@@ -81,8 +81,9 @@ pub fn environment(env: &super::TaskEnvironment) -> Result<(), FieldError> {
     variables("environment.env", &env.env)?;
     plain_list("environment.junit", &env.junit)?;
     plain_list("environment.pre_install", &env.pre_install)?;
-    plain_list("environment.requirements", &env.requirements)?;
-    for (i, file) in env.requirements.iter().enumerate() {
+    let requirements = env.requirements.as_deref().unwrap_or_default();
+    plain_list("environment.requirements", requirements)?;
+    for (i, file) in requirements.iter().enumerate() {
         let inside =
             std::path::Path::new(file).components().all(|c| matches!(c, std::path::Component::Normal(_)));
         if !inside || file.is_empty() || file.starts_with('-') {
@@ -142,7 +143,7 @@ mod tests {
     #[test]
     fn requirement_files_stay_inside_and_the_cutoff_is_a_time() {
         let with = |requirements: &[&str], when: Option<&str>| super::super::TaskEnvironment {
-            requirements: requirements.iter().map(|r| r.to_string()).collect(),
+            requirements: Some(requirements.iter().map(|r| r.to_string()).collect()),
             packages_as_of: when.map(str::to_owned),
             ..Default::default()
         };

@@ -50,10 +50,10 @@ pub struct TaskEnvironment {
     /// Shell commands run the same way, before the project and its requirements are installed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pre_install: Vec<String>,
-    /// Requirement files of the repository (`tests/requirements/py3.txt`) installed into the
-    /// venv before the project.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub requirements: Vec<String>,
+    /// The requirement files of the repository (`tests/requirements/py3.txt`) installed into
+    /// the venv before the project; when absent, those found at the repository's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<Vec<String>>,
     /// The time (RFC 3339) Python packages are resolved as of, or `latest` for no cutoff; the
     /// environment commit's time when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

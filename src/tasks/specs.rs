@@ -186,7 +186,14 @@ fn environment_of(
     requirement_paths: &[String],
     ignored: &mut BTreeMap<String, usize>,
 ) -> Result<TaskEnvironment, Unusable> {
-    let mut environment = TaskEnvironment { packages_as_of: Some("latest".into()), ..Default::default() };
+    // Exactly the requirement files the spec names (none: the root's are not installed either,
+    // as SWE-bench installs none), and packages with no date.
+    let mut environment = TaskEnvironment {
+        packages_as_of: Some("latest".into()),
+        requirements: Some(Vec::new()),
+        ..Default::default()
+    };
+    let requirements = environment.requirements.get_or_insert_with(Vec::new);
     for (key, value) in spec {
         match key.as_str() {
             "python" => environment.python = value.as_str().map(str::to_owned),
@@ -195,9 +202,9 @@ fn environment_of(
                 match packages {
                     "environment.yml" => return Err(Unusable::Conda),
                     "requirements.txt" if requirement_paths.is_empty() => {
-                        environment.requirements.push("requirements.txt".into())
+                        requirements.push("requirements.txt".into())
                     }
-                    "requirements.txt" => environment.requirements.extend(requirement_paths.iter().cloned()),
+                    "requirements.txt" => requirements.extend(requirement_paths.iter().cloned()),
                     words => environment
                         .pip
                         .extend(shlex::split(words).ok_or_else(|| Unusable::Packages(words.to_owned()))?),
@@ -233,10 +240,10 @@ fn environment_of(
             other => *ignored.entry(other.to_owned()).or_default() += 1,
         }
     }
-    // SWE-bench's images have the locales its commands generate; ours get the package.
-    if environment.pre_install.iter().any(|c| c.contains("locale-gen"))
-        && !environment.apt.iter().any(|p| p == "locales")
-    {
+    // SWE-bench's images have a C toolchain (packages without wheels build from source) and the
+    // locales its commands generate; ours get the packages.
+    environment.apt.extend(["build-essential".to_owned(), "python3-dev".to_owned()]);
+    if environment.pre_install.iter().any(|c| c.contains("locale-gen")) {
         environment.apt.push("locales".into());
     }
     Ok(environment)
@@ -341,16 +348,16 @@ mod tests {
         let imported = from_swebench("swebench 4.1.0", &swebench_like(), &paths).unwrap();
         let django = &imported.file.repos["django/django"]["3.0"];
         assert_eq!(django.python.as_deref(), Some("3.6"));
-        assert_eq!(django.requirements, ["tests/requirements/py3.txt"]);
+        assert_eq!(django.requirements.as_deref(), Some(&["tests/requirements/py3.txt".to_owned()][..]));
         assert_eq!(django.runner, Some(RunnerKind::Django));
         assert_eq!(django.env["LANG"], "en_US.UTF-8");
         assert_eq!(django.env["LANGUAGE"], "en_US:en");
         assert_eq!(django.pre_install.len(), 1);
-        assert_eq!(django.apt, ["locales"]);
+        assert_eq!(django.apt, ["build-essential", "python3-dev", "locales"]);
         assert_eq!(django.packages_as_of.as_deref(), Some("latest"));
         let flask = &imported.file.repos["pallets/flask"]["2.0"];
         assert_eq!(
-            (flask.requirements.as_slice(), flask.pip.as_slice()),
+            (flask.requirements.as_deref().unwrap_or_default(), flask.pip.as_slice()),
             (&["requirements.txt".to_owned()][..], &["Werkzeug==2.3.7".to_owned()][..])
         );
         let sympy = &imported.file.repos["sympy/sympy"]["1.1"];

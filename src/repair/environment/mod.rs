@@ -112,11 +112,11 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
     if let Some(image) = &extras.image {
         // Nothing is built on a given image: what would be built into it is refused, not dropped.
         for (what, asked) in [
-            ("pip", &extras.pip),
+            ("pip", extras.pip.as_slice()),
             ("apt", &extras.apt),
             ("install", &extras.install),
             ("pre_install", &extras.pre_install),
-            ("requirements", &extras.requirements),
+            ("requirements", extras.requirements.as_deref().unwrap_or_default()),
         ] {
             if !asked.is_empty() {
                 return Err(TaskError::GivenImage { what });
@@ -134,7 +134,7 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         tar: crate::patch::tree::tree_tar(repo, tree).map_err(TaskError::git("packing the tree"))?,
         paths: tracked_paths(tree),
     };
-    if !runner.is_python() && !extras.requirements.is_empty() {
+    if !runner.is_python() && extras.requirements.is_some() {
         return Err(TaskError::NotForRunner { what: "requirements", runner });
     }
     // The task's own cutoff (`latest`: none), else the environment commit's time, but never
@@ -298,7 +298,9 @@ fn python_layer(
         project.compiled = true;
         project.needs_install = true;
     }
-    let asked = [&extras.pip, &extras.apt, &extras.install, &extras.pre_install, &extras.requirements]
+    // The requirement files the task names, else those at the root.
+    let requirement_files = extras.requirements.clone().unwrap_or_else(|| project.requirement_files.clone());
+    let asked = [&extras.pip, &extras.apt, &extras.install, &extras.pre_install, &requirement_files]
         .iter()
         .any(|asked| !asked.is_empty());
     if !project.needs_install && !asked && suite == DebianSuite::DEFAULT {
@@ -343,13 +345,11 @@ fn python_layer(
     steps.extend(pre_install_steps);
     // pytest plugins go with the harness's pytest: a requirement file's pin of one (pytest-cov
     // 1.6 of 2015 breaks pytest 6) is relaxed to the version of the cutoff.
-    let plugins = pytest_plugins(
-        project.requirement_files.iter().chain(&extras.requirements).filter_map(|f| files.read(f)),
-    );
+    let plugins = pytest_plugins(requirement_files.iter().filter_map(|f| files.read(f)));
     if resolution.relax_pins && !plugins.is_empty() {
         steps.push(format!("RUN printf '%s\\n' {} >> {OVERRIDES}", shell::join(&plugins)?));
     }
-    for requirements in project.requirement_files.iter().chain(&extras.requirements) {
+    for requirements in &requirement_files {
         steps.push(format!("RUN {PIP_INSTALL} -r {}", shell::quote(requirements)?));
     }
     if project.installable {
