@@ -92,6 +92,8 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
         },
     };
     // The Python: chosen (and a range the images cannot meet refused) before anything is built.
+    // Read once: it picks the Python's era and the packages' cutoff.
+    let commit_time = environment_commit_time(repo, task);
     let python = match (runner.is_python(), &extras.image) {
         (true, None) => {
             let project_files = ["pyproject.toml", "setup.cfg", "setup.py"].map(|f| files.read(f));
@@ -104,7 +106,7 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
                     .flat_map(|t| python::classifier_versions(t))
                     .collect(),
             };
-            let date = environment_commit_time(repo, task).map(|t| t.format("%Y-%m-%d").to_string());
+            let date = commit_time.map(|t| t.format("%Y-%m-%d").to_string());
             Some(python::choose(extras.python.as_deref(), &declared, date.as_deref())?)
         }
         _ => None,
@@ -143,15 +145,13 @@ pub fn plan(repo: &Repository, tree: &Tree<'_>, task: &SweTask) -> Result<Enviro
     let resolution = match (extras.packages_as_of.as_deref(), &python) {
         (Some("latest"), _) | (None, None) => Resolution::default(),
         (Some(when), _) => Resolution { as_of: Some(when.to_owned()), relax_pins: false },
-        (None, Some(python)) => {
-            environment_commit_time(repo, task).map_or_else(Resolution::default, |time| {
-                let floor = python.packages_floor();
-                Resolution {
-                    as_of: Some(time.max(floor).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-                    relax_pins: time < floor,
-                }
-            })
-        }
+        (None, Some(python)) => commit_time.map_or_else(Resolution::default, |time| {
+            let floor = python.packages_floor();
+            Resolution {
+                as_of: Some(time.max(floor).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                relax_pins: time < floor,
+            }
+        }),
     };
     let (layer, env) = match runner {
         RunnerKind::Pytest | RunnerKind::Django | RunnerKind::Sympy => {
