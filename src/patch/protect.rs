@@ -39,6 +39,9 @@ const STDLIB_MODULES: &str = include_str!("../../harness/stdlib_modules.txt");
 
 /// What pytest, its dependencies and the packaging tools import; a module by one of these names
 /// at the repository's root would be imported in their place wherever the root comes first.
+/// The pytests of older eras (the era environments install them) count too: attrs, toml,
+/// pyparsing (packaging before 22), more_itertools, six, wcwidth, atomicwrites,
+/// importlib_metadata and zipp (pluggy on old Pythons), typing_extensions.
 const HARNESS_MODULES: &[&str] = &[
     "pytest",
     "_pytest",
@@ -50,6 +53,17 @@ const HARNESS_MODULES: &[&str] = &[
     "tomli",
     "pygments",
     "colorama",
+    "attr",
+    "attrs",
+    "toml",
+    "pyparsing",
+    "more_itertools",
+    "six",
+    "wcwidth",
+    "atomicwrites",
+    "importlib_metadata",
+    "zipp",
+    "typing_extensions",
     "pip",
     "setuptools",
     "pkg_resources",
@@ -316,6 +330,8 @@ mod tests {
             "tempfile.cpython-311-x86_64-linux-gnu.so",
             "pyflakes/__main__.py",
             "pluggy.py",
+            "attr/__init__.py",
+            "toml.py",
             "json.py",
             "pkg/hmac.py",
             "site/index.html",
@@ -339,7 +355,9 @@ mod tests {
                 "hashlib/__init__.py",
                 "tempfile.cpython-311-x86_64-linux-gnu.so",
                 "pyflakes/__main__.py",
-                "pluggy.py"
+                "pluggy.py",
+                "attr/__init__.py",
+                "toml.py"
             ]
         );
         assert!(
