@@ -57,10 +57,10 @@ const CALC_V2: &str =
     "def add(a, b):\n    return sum((a, b))\n\n\ndef clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n";
 const TESTS_V0: &str = "from calc import add, clamp\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_clamp_low():\n    assert clamp(-1, 0, 10) == 0\n";
 
-#[test]
-fn harvest_keeps_fixes_with_failing_tests_and_says_why_it_drops_the_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("calc");
+/// `calc` in `dir`: an initial import whose tests are `tests`, then the clamp fix with a test of
+/// it. Returns the repository and the fix's commit.
+fn calc_with_clamp_fix(dir: &Path, tests: &str) -> (std::path::PathBuf, String) {
+    let repo = dir.join("calc");
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
     commit(
@@ -70,7 +70,7 @@ fn harvest_keeps_fixes_with_failing_tests_and_says_why_it_drops_the_rest() {
             ("pyproject.toml", "[project]\nname = \"calc\"\nversion = \"1.0\"\n"),
             ("calc/__init__.py", "from .core import add, clamp\n"),
             ("calc/core.py", CALC_V0),
-            ("tests/test_calc.py", TESTS_V0),
+            ("tests/test_calc.py", tests),
         ],
     );
     let fix = commit(
@@ -80,10 +80,17 @@ fn harvest_keeps_fixes_with_failing_tests_and_says_why_it_drops_the_rest() {
             ("calc/core.py", CALC_V1),
             (
                 "tests/test_calc.py",
-                &format!("{TESTS_V0}\n\ndef test_clamp_high():\n    assert clamp(11, 0, 10) == 10\n"),
+                &format!("{tests}\n\ndef test_clamp_high():\n    assert clamp(11, 0, 10) == 10\n"),
             ),
         ],
     );
+    (repo, fix)
+}
+
+#[test]
+fn harvest_keeps_fixes_with_failing_tests_and_says_why_it_drops_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, fix) = calc_with_clamp_fix(dir.path(), TESTS_V0);
     let docs = commit(
         &repo,
         "Document clamp",
@@ -684,4 +691,81 @@ fn harvest_runs_the_tests_of_a_multi_service_repository_with_its_services() {
         .output()
         .unwrap();
     assert!(validate.status.success(), "{}", String::from_utf8_lossy(&validate.stdout));
+}
+
+/// `--specs` with `--spec REPO@VERSION`: every candidate is examined in that entry's
+/// environment, so a test that passes only there is PASS_TO_PASS, and the kept task carries
+/// the environment (and validates with it). Without it the same test fails before and after and
+/// is in neither list. An entry the file lacks is refused, naming the versions it has.
+#[test]
+fn a_spec_entry_is_the_environment_the_lists_are_derived_in() {
+    let dir = tempfile::tempdir().unwrap();
+    // The fix's test file also holds a test that passes only where CALC_MODE is strict.
+    let tests = format!(
+        "import os\n\n{TESTS_V0}\n\ndef test_strict_mode():\n    assert os.environ.get(\"CALC_MODE\") == \"strict\"\n"
+    );
+    let (repo, fix) = calc_with_clamp_fix(dir.path(), &tests);
+    let specs = dir.path().join("specs.json");
+    std::fs::write(
+        &specs,
+        r#"{"format": "repairbench-specs/1", "source": "our table",
+            "repos": {"acme/calc": {"1.0": {"env": {"CALC_MODE": "strict"}}}}}"#,
+    )
+    .unwrap();
+    // `--out` relative to the working folder, as a user types it.
+    let harvest = |out: &str, spec: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_repairbench"));
+        command.current_dir(dir.path());
+        command.args(["tasks", "harvest", "--repo"]).arg(&repo).args(["--commit", &fix]);
+        if !spec.is_empty() {
+            command.arg("--specs").arg(&specs).args(spec);
+        }
+        command.args(["--timeout", "120", "--out"]).arg(out).output().unwrap()
+    };
+    let lists = |out: &Path| {
+        let records: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(out.join("harvest.json")).unwrap()).unwrap();
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0]["kept"], true, "{}", records[0]);
+        (records[0]["PASS_TO_PASS"].clone(), records[0]["instance_id"].as_str().unwrap().to_owned())
+    };
+
+    let plain = dir.path().join("plain");
+    let run = harvest("plain", &[]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let (p2p, _) = lists(&plain);
+    assert_eq!(
+        p2p,
+        serde_json::json!(["tests/test_calc.py::test_add", "tests/test_calc.py::test_clamp_low"])
+    );
+
+    let in_spec = dir.path().join("in-spec");
+    let run = harvest("in-spec", &["--spec", "acme/calc@1.0"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let (p2p, id) = lists(&in_spec);
+    assert_eq!(
+        p2p,
+        serde_json::json!([
+            "tests/test_calc.py::test_add",
+            "tests/test_calc.py::test_clamp_low",
+            "tests/test_calc.py::test_strict_mode"
+        ])
+    );
+    let task: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(in_spec.join(&id).join("task.json")).unwrap()).unwrap();
+    assert_eq!(task["environment"]["env"]["CALC_MODE"], "strict", "{task}");
+    assert_eq!(task["harvest"]["environment_spec"], "acme/calc 1.0 (our table)");
+    let validate = Command::new(env!("CARGO_BIN_EXE_repairbench"))
+        .args(["swe", "validate", "--timeout", "120", "--dataset"])
+        .arg(in_spec.join(&id))
+        .arg("--out")
+        .arg(dir.path().join("validation"))
+        .output()
+        .unwrap();
+    assert!(validate.status.success(), "{}", String::from_utf8_lossy(&validate.stdout));
+
+    let refused = harvest("refused", &["--spec", "acme/calc@2.0"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("acme/calc has no version 2.0 (it has 1.0)"), "{stderr}");
 }

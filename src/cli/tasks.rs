@@ -62,6 +62,14 @@ pub struct HarvestArgs {
     /// each kept task gets them.
     #[arg(long)]
     services: Option<PathBuf>,
+    /// A specs file (`swe specs import`): with --spec, every candidate is examined in that
+    /// entry's environment and each kept task carries it, so FAIL_TO_PASS/PASS_TO_PASS are
+    /// derived where `swe grade --specs` will grade them.
+    #[arg(long, requires = "spec")]
+    specs: Option<PathBuf>,
+    /// The entry of --specs to use, as REPO@VERSION (`psf/requests@2.9`).
+    #[arg(long, requires = "specs")]
+    spec: Option<String>,
     /// Examine every candidate again instead of resuming.
     #[arg(long)]
     force: bool,
@@ -94,7 +102,28 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
         }
         _ => anyhow::bail!("give --repo, or --gitlab with --project"),
     };
+    let environment = match (&args.specs, &args.spec) {
+        (Some(path), Some(spec)) => {
+            let Some((repo, version)) = spec.rsplit_once('@') else {
+                anyhow::bail!("--spec `{spec}`: expected REPO@VERSION, like psf/requests@2.9");
+            };
+            let specs = repairbench::tasks::specs::SpecsFile::load(path)?;
+            match (specs.entry(repo, version), specs.versions(repo)) {
+                (Some(found), _) => Some(found),
+                (None, known) if known.is_empty() => {
+                    anyhow::bail!("{}: no entry for the repository {repo}", path.display())
+                }
+                (None, known) => anyhow::bail!(
+                    "{}: {repo} has no version {version} (it has {})",
+                    path.display(),
+                    known.join(", ")
+                ),
+            }
+        }
+        _ => None,
+    };
     let plan = HarvestPlan {
+        environment,
         source,
         since: args.since,
         limit: args.limit,

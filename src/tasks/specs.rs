@@ -104,13 +104,24 @@ impl SpecsFile {
         let mut applied = 0;
         for task in tasks.iter_mut().filter(|t| t.environment.is_none()) {
             let Some(version) = task.version.clone() else { continue };
-            if let Some(environment) = self.repos.get(&task.repo).and_then(|v| v.get(&version)) {
-                task.environment = Some(environment.clone());
-                task.environment_spec = Some(format!("{} {version} ({})", task.repo, self.source));
+            if let Some((environment, label)) = self.entry(&task.repo, &version) {
+                task.environment = Some(environment);
+                task.environment_spec = Some(label);
                 applied += 1;
             }
         }
         applied
+    }
+
+    /// The environment of `repo` at `version`, with its label (`REPO VERSION (SOURCE)`).
+    pub fn entry(&self, repo: &str, version: &str) -> Option<(TaskEnvironment, String)> {
+        let environment = self.repos.get(repo)?.get(version)?;
+        Some((environment.clone(), format!("{repo} {version} ({})", self.source)))
+    }
+
+    /// The versions listed for `repo`, for an error that names them.
+    pub fn versions(&self, repo: &str) -> Vec<&str> {
+        self.repos.get(repo).map(|v| v.keys().map(String::as_str).collect()).unwrap_or_default()
     }
 }
 

@@ -27,7 +27,7 @@ use crate::kernel::store::StoredRecord;
 use crate::kernel::Kernel;
 use crate::report::{self, Fanout, FinalWriter, Reporter, RunRecords};
 use crate::sandbox::{EnvSpec, Sandbox};
-use crate::tasks::{RepoLocator, SweTask};
+use crate::tasks::{RepoLocator, SweTask, TaskEnvironment};
 
 use super::{execute, prepare, safe_name, GradeSettings, RunError, WORKSPACE};
 use decontaminate::LaterCommit;
@@ -48,6 +48,10 @@ pub struct HarvestPlan {
     /// Services every candidate's tests need (a multi-service repository), given to each
     /// task as its `services` and `service_checks`.
     pub services: TaskServices,
+    /// The environment every candidate is examined in, and so the one each kept task carries,
+    /// with its label: a `--specs` entry, so the lists are derived where they will be graded
+    /// (without it, the era rules choose per commit).
+    pub environment: Option<(TaskEnvironment, String)>,
 }
 
 /// A task's `services` and `service_checks`, as `task.json` writes them.
@@ -181,14 +185,15 @@ pub async fn harvest<S: Sandbox + 'static>(
     let settings_part = (plan.settings.timeout.as_secs_f64(), &plan.settings.limits);
     let todo = kernel
         .plan(found, |c| {
-            (
-                c.commit.clone(),
-                FingerprintBuilder::new()
-                    .id("commit", &c.commit)
-                    .value("settings", &settings_part)
-                    .value("services", &plan.services)
-                    .finish(),
-            )
+            let mut fingerprint = FingerprintBuilder::new()
+                .id("commit", &c.commit)
+                .value("settings", &settings_part)
+                .value("services", &plan.services);
+            // Only when given, so harvests without one keep their fingerprints.
+            if let Some((environment, _)) = &plan.environment {
+                fingerprint = fingerprint.value("environment", environment);
+            }
+            (c.commit.clone(), fingerprint.finish())
         })
         .map_err(RunError::Report)?;
     let examiner = Arc::new(Examiner {
@@ -199,6 +204,7 @@ pub async fn harvest<S: Sandbox + 'static>(
         repo_id,
         name,
         services: plan.services.clone(),
+        environment: plan.environment.clone(),
     });
     kernel
         .run_concurrently(
@@ -268,10 +274,11 @@ struct Examiner {
     repo_id: String,
     name: String,
     services: TaskServices,
+    environment: Option<(TaskEnvironment, String)>,
 }
 
 async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) -> HarvestRecord {
-    let Examiner { locator, settings, out, mirror, repo_id, name, services } = examiner;
+    let Examiner { locator, settings, out, mirror, repo_id, name, services, environment } = examiner;
     let short = &c.commit[..c.commit.len().min(12)];
     let mut record = HarvestRecord {
         merge_request: c.merge_request.clone(),
@@ -310,6 +317,10 @@ async fn examine<S: Sandbox>(sandbox: &S, examiner: &Examiner, c: &Candidate) ->
     task.test_patch = test_patch;
     task.services = services.services.clone();
     task.service_checks = services.service_checks.clone();
+    if let Some((environment, label)) = environment {
+        task.environment = Some(environment.clone());
+        task.environment_spec = Some(label.clone());
+    }
     let log_dir = out.join(".harvest").join("logs").join(&record.instance_id);
     // The services' images are built into `running`; the task written keeps their declarations.
     let (super::EnvironmentImage { image, runner, .. }, running) =
@@ -449,7 +460,9 @@ fn write_task(
     std::fs::create_dir_all(&dir).map_err(|source| HarvestError::File { path: dir.clone(), source })?;
     let base_ref = format!("refs/heads/harvest/{}", task.instance_id);
     git(mirror, &["update-ref", &base_ref, &c.parent])?;
-    let bundle = dir.join(crate::tasks::BUNDLE_FILE);
+    // Absolute: git runs in the mirror, and `out` may be relative to where we were started.
+    let bundle = std::path::absolute(dir.join(crate::tasks::BUNDLE_FILE))
+        .map_err(|source| HarvestError::File { path: dir.clone(), source })?;
     git(mirror, &["bundle", "create", "--quiet", &bundle.display().to_string(), &base_ref])?;
     let mut value = serde_json::to_value(task).expect("a task serializes");
     value["environment_setup_commit"] = c.parent.clone().into();
@@ -468,6 +481,7 @@ fn write_task(
         "runs": "twice without the fix (base + test_patch), twice with it, each in a fresh container",
         "runs_seconds": (runs.seconds * 10.0).round() / 10.0,
         "flaky": record.flaky,
+        "environment_spec": task.environment_spec,
     });
     let text = serde_json::to_string_pretty(&value).expect("JSON values serialize") + "\n";
     let path = dir.join(crate::tasks::TASK_FILE);
