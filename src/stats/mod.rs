@@ -1,7 +1,8 @@
-//! Honest numbers: unbiased pass@k, standard errors, mean ± std over seeds, and paired tests
-//! between two runs ([`paired`]).
+//! Honest numbers: unbiased pass@k, standard errors, mean ± std over seeds, paired tests
+//! between two runs ([`paired`]), and how well a score tells two sets apart ([`separation`]).
 
 pub mod paired;
+pub mod separation;
 
 use serde::{Deserialize, Serialize};
 

@@ -126,8 +126,7 @@ pub fn paired_bootstrap(base: &[f64], new: &[f64], resamples: usize, seed: u64) 
     let mut rng = SplitMix64::new(seed);
     let mut means: Vec<f64> = (0..resamples)
         .map(|_| {
-            // Multiply-shift maps 64 random bits onto 0..n without a division.
-            let sum: f64 = (0..n).map(|_| diffs[((rng.next_u64() as u128 * n as u128) >> 64) as usize]).sum();
+            let sum: f64 = (0..n).map(|_| diffs[draw_index(&mut rng, n)]).sum();
             sum / n as f64
         })
         .collect();
@@ -139,8 +138,14 @@ pub fn paired_bootstrap(base: &[f64], new: &[f64], resamples: usize, seed: u64) 
     Bootstrap { delta, ci95: [percentile(&means, 0.025), percentile(&means, 0.975)], p_value }
 }
 
+/// An index in `0..n` drawn uniformly: multiply-shift maps 64 random bits onto `0..n` without
+/// a division.
+pub(super) fn draw_index(rng: &mut SplitMix64, n: usize) -> usize {
+    ((rng.next_u64() as u128 * n as u128) >> 64) as usize
+}
+
 /// The `q` quantile of sorted `values`, interpolating between neighbours.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], q: f64) -> f64 {
     let position = q * (sorted.len() - 1) as f64;
     let (low, high) = (position.floor() as usize, position.ceil() as usize);
     sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
