@@ -108,17 +108,18 @@ pub fn run(cmd: TasksCommand) -> anyhow::Result<u8> {
                 anyhow::bail!("--spec `{spec}`: expected REPO@VERSION, like psf/requests@2.9");
             };
             let specs = repairbench::tasks::specs::SpecsFile::load(path)?;
-            match (specs.entry(repo, version), specs.versions(repo)) {
-                (Some(found), _) => Some(found),
-                (None, known) if known.is_empty() => {
-                    anyhow::bail!("{}: no entry for the repository {repo}", path.display())
+            let Some(found) = specs.entry(repo, version) else {
+                let known = specs.versions(repo);
+                if known.is_empty() {
+                    anyhow::bail!("{}: no entry for the repository {repo}", path.display());
                 }
-                (None, known) => anyhow::bail!(
+                anyhow::bail!(
                     "{}: {repo} has no version {version} (it has {})",
                     path.display(),
                     known.join(", ")
-                ),
-            }
+                );
+            };
+            Some(found)
         }
         _ => None,
     };
