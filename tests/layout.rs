@@ -14,6 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["kernel", "tasks"],
     &["executor"],
     &["repair", "suites", "serve"],
+    &["probe"],
     &["run"],
     &["compare"],
     &["cli", "main"],

@@ -7,6 +7,7 @@ mod eval;
 mod executor;
 mod images;
 mod model;
+mod probe;
 mod report;
 mod run;
 mod sandbox;
@@ -105,6 +106,9 @@ enum Command {
     /// What a cluster job runs (not for people).
     #[command(subcommand, hide = true)]
     Worker(executor::WorkerCommand),
+    /// Probes of the model itself: has it seen a benchmark before?
+    #[command(subcommand)]
+    Probe(probe::ProbeCommand),
     /// Serve a model through an OpenAI-compatible API (/v1/models, /v1/completions,
     /// /v1/chat/completions) on repairbench's engine.
     Serve(serve::ServeArgs),
@@ -122,6 +126,7 @@ impl Cli {
             Command::Eval(args) => eval::run(args),
             Command::Compare(args) => compare::run(args),
             Command::Report(args) => report::run(args),
+            Command::Probe(cmd) => probe::run(cmd),
             Command::Serve(args) => serve::run(args),
             Command::Executor(cmd) => executor::run(cmd),
             Command::Worker(cmd) => executor::run_worker(cmd),

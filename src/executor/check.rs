@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::ray::{self, JobRequest, RayClient};
+use super::ray::{self, JobRequest, JobStatus, RayClient};
 use super::{ExecutorError, SLOT_RESOURCE};
 
 /// What `executor check` tells of one node.
@@ -132,7 +132,16 @@ pub fn check(
             }
             if started.elapsed() > timeout {
                 let _ = client.stop(id);
-                found.insert(node_id.clone(), "the probe did not finish in time".into());
+                let state = match info.status {
+                    JobStatus::Pending => "was still waiting to start",
+                    _ => "started but did not finish",
+                };
+                let said =
+                    info.message.filter(|m| !m.trim().is_empty()).map(|m| format!(" (Ray: {})", m.trim()));
+                found.insert(
+                    node_id.clone(),
+                    format!("the probe {state} after {} s{}", timeout.as_secs(), said.unwrap_or_default()),
+                );
                 break;
             }
             std::thread::sleep(Duration::from_millis(300));

@@ -14,8 +14,8 @@ use super::source;
 use super::tokenizer::TextTokenizer;
 use super::transformer::{Logits, Transformer};
 use super::{
-    ChatMessage, FinishReason, GenerateOutput, GenerateRequest, LanguageModel, ModelInfo, Prompt,
-    ScoreOutput, ScoreRequest, TokenLogprob,
+    ChatMessage, FinishReason, GenerateOutput, GenerateRequest, LanguageModel, LogprobMoments, ModelInfo,
+    Prompt, ScoreOutput, ScoreRequest, TokenLogprob,
 };
 
 /// Log-probability of the token at one position, given all tokens before it.
@@ -46,6 +46,21 @@ fn log_softmax_at(row: &[f32], id: u32) -> f64 {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
     row[id as usize] as f64 - max - sum.ln()
+}
+
+/// The mean and standard deviation of `log p(z)` with `z` drawn from the row's own
+/// distribution (float64 throughout): what Min-K%++ normalizes a token's log-probability by.
+fn logprob_moments(row: &[f32]) -> LogprobMoments {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let lse = max + row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
+    let (mut mean, mut square) = (0.0f64, 0.0f64);
+    for &v in row {
+        let logp = v as f64 - lse;
+        let p = logp.exp();
+        mean += p * logp;
+        square += p * logp * logp;
+    }
+    LogprobMoments { mean, std: (square - mean * mean).max(0.0).sqrt() }
 }
 
 /// Rows of a `[1, t, vocab]` logits tensor.
@@ -275,16 +290,13 @@ impl Engine {
         }
         let mut items = Vec::with_capacity(requests.len());
         for r in requests {
-            if r.context.is_empty() && !self.tokenizer.add_bos {
-                return Err(ModelError::EmptyPrompt);
-            }
             let (full, context_len) =
                 r.boundary.split(&r.context, &r.continuation, |text| self.tokenizer.encode_prompt(text))?;
-            if context_len == full.len() {
+            // No context token (an empty context, no BOS): the text is scored as a document,
+            // from its second token, since nothing predicts the first.
+            let context_len = context_len.max(1);
+            if context_len >= full.len() {
                 return Err(ModelError::EmptyContinuation(r.continuation.clone()));
-            }
-            if context_len == 0 {
-                return Err(ModelError::EmptyPrompt);
             }
             self.check_length("context + continuation", full.len())?;
             items.push(Item { tokens: full, context_len });
@@ -316,6 +328,7 @@ impl Engine {
                     id,
                     text: self.tokenizer.decode(&[id])?,
                     logprob: log_softmax_at(row, id),
+                    moments: Some(logprob_moments(row)),
                 });
             }
             let sum_logprob = tokens.iter().map(|t| t.logprob).sum();

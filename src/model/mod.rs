@@ -95,7 +95,9 @@ pub struct GenerateOutput {
     pub decode_tok_s: f64,
 }
 
-/// Log-likelihood of `continuation` given `context`.
+/// Log-likelihood of `continuation` given `context`. An empty context scores the continuation
+/// as a whole document: every token after the model's BOS, or, for a model without one, every
+/// token after the first (which nothing predicts). Every backend follows that rule.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ScoreRequest {
     pub context: String,
@@ -181,6 +183,18 @@ pub struct TokenLogprob {
     pub id: u32,
     pub text: String,
     pub logprob: f64,
+    /// The whole next-token distribution at this position, summarized; only a backend that
+    /// sees every logit (the local engine) has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moments: Option<LogprobMoments>,
+}
+
+/// Mean and standard deviation of `log p(z)` over the next-token distribution `p` at one
+/// position (Min-K%++'s normalizers).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LogprobMoments {
+    pub mean: f64,
+    pub std: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

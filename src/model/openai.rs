@@ -335,17 +335,21 @@ impl OpenAiModel {
             if offset < context_chars || offset >= prompt_chars {
                 continue;
             }
-            let logprob = values
-                .get(i)
-                .and_then(Value::as_f64)
-                .ok_or(missing("a log-probability for every echoed prompt token"))?;
+            let Some(logprob) = values.get(i).and_then(Value::as_f64) else {
+                // Nothing predicts the prompt's first token (a BOS token, or the text's own
+                // first token for a model without one).
+                if i == 0 {
+                    continue;
+                }
+                return Err(missing("a log-probability for every echoed prompt token"));
+            };
             let text = token.as_str().unwrap_or_default().to_owned();
             if let Some(top) = tops.get(i).and_then(Value::as_object) {
                 let best = top.values().filter_map(Value::as_f64).fold(f64::NEG_INFINITY, f64::max);
                 out.is_greedy &= top.contains_key(&text) || logprob >= best - 1e-6;
             }
             out.sum_logprob += logprob;
-            out.tokens.push(TokenLogprob { id: 0, text, logprob });
+            out.tokens.push(TokenLogprob { id: 0, text, logprob, moments: None });
         }
         if out.tokens.is_empty() {
             return Err(missing("character offsets that place the continuation's tokens (`text_offset`)"));
@@ -414,7 +418,12 @@ impl OpenAiModel {
             }
             out.is_greedy &= best.is_none_or(|b| logprob >= b - 1e-6);
             out.sum_logprob += logprob;
-            out.tokens.push(TokenLogprob { id: target as u32, text: text.unwrap_or_default(), logprob });
+            out.tokens.push(TokenLogprob {
+                id: target as u32,
+                text: text.unwrap_or_default(),
+                logprob,
+                moments: None,
+            });
         }
         Ok(out)
     }

@@ -155,6 +155,42 @@ pub fn seed_dots(title: &str, seeds: &[(String, f64)], mean: f64, std: f64) -> M
     Markup::trusted(out)
 }
 
+/// One row of dots per set on a shared horizontal scale, each with a line at its mean: how
+/// two or more distributions of a score overlap. A set is (label, class, values).
+pub fn strips(title: &str, sets: &[(String, String, Vec<f64>)]) -> Markup {
+    const ROW: f64 = 36.0;
+    const PLOT: f64 = 480.0;
+    let label_w = sets.iter().map(|s| label_width(&s.0)).fold(40.0, f64::max).min(200.0) + 10.0;
+    let (lo, hi) = span(sets.iter().flat_map(|s| s.2.iter().copied()));
+    let x = |v: f64| label_w + PLOT * (v - lo) / (hi - lo);
+    let height = ROW * sets.len() as f64 + 26.0;
+    let mut out = open(label_w + PLOT + 20.0, height, title, "chart strips");
+    for (i, (label, class, values)) in sets.iter().enumerate() {
+        let mid = 4.0 + ROW * i as f64 + ROW / 2.0;
+        text(&mut out, label_w - 8.0, mid + 4.0, "end", "", label);
+        line(&mut out, (label_w, mid), (label_w + PLOT, mid), "axis");
+        for v in values {
+            write!(
+                out,
+                "<circle class=\"dot {}\" cx=\"{}\" cy=\"{}\" r=\"3.5\" opacity=\"0.6\"><title>{v:.4}</title></circle>",
+                escape(class),
+                n(x(*v)),
+                n(mid)
+            )
+            .unwrap();
+        }
+        if !values.is_empty() {
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            line(&mut out, (x(mean), mid - 11.0), (x(mean), mid + 11.0), "mean");
+        }
+    }
+    let bottom = height - 6.0;
+    text(&mut out, label_w, bottom, "start", "muted", &format!("{lo:.3}"));
+    text(&mut out, label_w + PLOT, bottom, "end", "muted", &format!("{hi:.3}"));
+    out.push_str("</svg>");
+    Markup::trusted(out)
+}
+
 /// A curve through `points` (label, value in 0..1), equally spaced from left to right.
 pub fn curve(title: &str, points: &[(String, f64)], y_label: &str) -> Markup {
     const H: f64 = 232.0;

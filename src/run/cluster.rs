@@ -109,6 +109,11 @@ pub fn grade_worker(mut plan: GradePlan, only: &[String]) -> Result<(), Pipeline
     Ok(())
 }
 
+/// How long `executor check` waits for its probe jobs. A node that has just joined can take
+/// most of a minute to start its first job on a loaded machine (its agents start after the
+/// node registers), and a check that gives up too early reports a node as not ready.
+const PROBE_WAIT: Duration = Duration::from_secs(180);
+
 /// `executor check`: the cluster's nodes, each with slots probed by a job on it.
 pub fn check_cluster(url: &str) -> Result<Vec<crate::executor::NodeCheck>, PipelineError> {
     let token = crate::env::get(crate::env::RAY_AUTH_TOKEN).map(crate::http::Secret::new);
@@ -134,7 +139,7 @@ pub fn check_cluster(url: &str) -> Result<Vec<crate::executor::NodeCheck>, Pipel
             None
         }
     };
-    Ok(crate::executor::check(&client, Duration::from_secs(60), glibc, image.as_ref())?)
+    Ok(crate::executor::check(&client, PROBE_WAIT, glibc, image.as_ref())?)
 }
 
 /// Asks the kernel to send this process SIGTERM when its parent dies (Linux), so a worker

@@ -104,6 +104,16 @@ impl Completion {
         }
     }
 
+    pub fn of_probe(summary: &crate::probe::ProbeSummary) -> Self {
+        if summary.infrastructure_errors > 0 {
+            Self::InfrastructureErrors
+        } else if !summary.skipped.is_empty() {
+            Self::InvalidInput
+        } else {
+            Self::Clean
+        }
+    }
+
     /// The worse of two (infrastructure errors before invalid input before clean).
     pub fn and(self, other: Self) -> Self {
         self.max(other)

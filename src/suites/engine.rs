@@ -145,6 +145,17 @@ fn data_files<'s>(
     Err(SuiteError::Needs { suite: suite.def.name.clone(), what: "a data source (pass --data PATH)" })
 }
 
+/// The test documents of `suite`, read from `data` (a directory or the test file) or else its
+/// source or hub dataset, with the test file's path and sha256.
+pub fn test_docs(suite: &Suite, data: Option<&Path>) -> Result<(Vec<Doc>, PathBuf, String), SuiteError> {
+    let mut opts = EvalOptions::new(PathBuf::new());
+    opts.data = data.map(Path::to_path_buf);
+    let (test, _, _) = data_files(suite, &opts)?;
+    let docs = make_docs(suite, load_rows(&test, &suite.def.data.fields)?)?;
+    let sha256 = file_sha256(&test)?;
+    Ok((docs, test, sha256))
+}
+
 /// Evaluates `suite` and writes `results.json`, `samples.jsonl` and `manifest.json` to
 /// `opts.out`. `model` is needed unless `opts.samples` gives the completions; `runner` is
 /// needed for code suites.

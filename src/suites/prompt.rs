@@ -267,6 +267,31 @@ pub fn build_prompt(
     Ok(out)
 }
 
+/// An item as its benchmark publishes it, for probes that ask whether a model has seen it: the
+/// zero-shot prompt, the target delimiter, then the gold answer (a code suite's reference
+/// solution, right after the prompt; a generation suite's target; a multiple-choice suite's
+/// gold option).
+pub fn item_with_answer(suite: &Suite, doc: &Doc) -> Result<String, SuiteError> {
+    let item = match suite.kind() {
+        SuiteKind::MultipleChoice => Some(choice_item(suite, doc, 0)?),
+        _ => None,
+    };
+    let mut text = build_prompt(suite, &[], doc, item.as_ref(), 0, 0)?;
+    if suite.kind() == SuiteKind::Code {
+        if suite.templates.has("canonical") {
+            text.push_str(&render_with(suite, doc, "canonical", &[])?);
+        }
+        return Ok(text);
+    }
+    text.push_str(&suite.def.prompt.target_delimiter);
+    match &item {
+        Some(item) => text.push_str(&item.continuations[item.gold]),
+        None if suite.templates.has("target") => text.push_str(&render_text(suite, doc, None, "target")?),
+        None => {}
+    }
+    Ok(text)
+}
+
 /// Renders a template of the suite with the row's fields plus `extra`.
 pub fn render_with(
     suite: &Suite,

@@ -1,0 +1,143 @@
+//! From a set's source to the texts a probe scores: plain texts as given, a suite's items
+//! with their gold answers, a SWE dataset's problem statements and the lines its gold patches
+//! add.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{ProbeError, SetSource, Side};
+use crate::report::Skipped;
+
+/// One text to score.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeItem {
+    pub side: Side,
+    pub id: String,
+    /// Which text of the item (`text`, `problem_statement`, `patch`): each part is compared
+    /// with the same part of the other set.
+    pub part: String,
+    pub text: String,
+}
+
+/// A texts file's line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextLine {
+    id: serde_json::Value,
+    text: String,
+}
+
+/// The items of one set, in source order (at most `limit` source records), and the input
+/// records that could not be used. A texts file with a bad line is an error naming the line.
+pub fn load_set(
+    source: &SetSource,
+    side: Side,
+    limit: Option<usize>,
+) -> Result<(Vec<ProbeItem>, Vec<Skipped>), ProbeError> {
+    let limit = limit.unwrap_or(usize::MAX);
+    let item = |id: String, part: &str, text: String| ProbeItem { side, id, part: part.into(), text };
+    match source {
+        SetSource::Texts(path) => {
+            let items = read_texts(path)?;
+            Ok((items.into_iter().take(limit).map(|(id, text)| item(id, "text", text)).collect(), Vec::new()))
+        }
+        SetSource::Suite { suite, data } => {
+            let suite = crate::suites::load_suite(suite)?;
+            let (docs, _, _) = crate::suites::engine::test_docs(&suite, data.as_deref())?;
+            let mut items = Vec::new();
+            for doc in docs.iter().take(limit) {
+                let text = crate::suites::prompt::item_with_answer(&suite, doc)?;
+                items.push(item(doc.id.clone(), "text", text));
+            }
+            Ok((items, Vec::new()))
+        }
+        SetSource::Dataset(path) => {
+            let set = crate::tasks::load_tasks(path)?;
+            let mut items = Vec::new();
+            for task in set.tasks.iter().take(limit) {
+                if !task.problem_statement.trim().is_empty() {
+                    items.push(item(
+                        task.instance_id.clone(),
+                        "problem_statement",
+                        task.problem_statement.clone(),
+                    ));
+                }
+                let added = added_lines(&task.patch);
+                if !added.trim().is_empty() {
+                    items.push(item(task.instance_id.clone(), "patch", added));
+                }
+            }
+            Ok((items, set.skipped))
+        }
+    }
+}
+
+/// `(id, text)` of every line of a texts file; ids must be unique and texts not empty.
+fn read_texts(path: &Path) -> Result<Vec<(String, String)>, ProbeError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ProbeError::Read { path: path.to_owned(), source })?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |message: String| ProbeError::Texts { path: path.to_owned(), line: index + 1, message };
+        let parsed: TextLine = serde_json::from_str(line)
+            .map_err(|e| err(format!("expected {{\"id\": ..., \"text\": ...}}: {e}")))?;
+        let id = match parsed.id {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Number(n) => n.to_string(),
+            other => return Err(err(format!("`id` must be a string or a number, not {other}"))),
+        };
+        if parsed.text.trim().is_empty() {
+            return Err(err(format!("the text of `{id}` is empty")));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(err(format!("the id `{id}` appears twice")));
+        }
+        out.push((id, parsed.text));
+    }
+    Ok(out)
+}
+
+/// The lines a unified diff adds, without their `+`, in order. A file header's `+++ PATH` is
+/// the line right after its `--- PATH`; an added line may itself start with `++`.
+pub fn added_lines(patch: &str) -> String {
+    let mut added = Vec::new();
+    let mut previous = "";
+    for line in patch.lines() {
+        let header = line.starts_with("+++ ") && previous.starts_with("--- ");
+        if let Some(text) = line.strip_prefix('+').filter(|_| !header) {
+            added.push(text);
+        }
+        previous = line;
+    }
+    added.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_patch_gives_its_added_lines_only() {
+        let patch = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n-old\n+new\n context\n+++more\n";
+        assert_eq!(added_lines(patch), "new\n++more");
+    }
+
+    #[test]
+    fn a_bad_texts_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "{\"id\": 1, \"text\": \"a\"}\n\n{\"id\": \"x\"}\n").unwrap();
+        let err = read_texts(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}:3: expected", path.display())), "{err}");
+        assert!(err.contains("missing field `text`"), "{err}");
+        std::fs::write(&path, "{\"id\": 1, \"text\": \"a\"}\n{\"id\": \"1\", \"text\": \"b\"}\n").unwrap();
+        let err = read_texts(&path).unwrap_err().to_string();
+        assert!(err.ends_with(":2: the id `1` appears twice"), "{err}");
+    }
+}

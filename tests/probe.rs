@@ -1,0 +1,204 @@
+//! `probe contamination` with the default model: a planted signal is found (the model's own
+//! greedy continuations against seeded shuffles of their words), identical sets do not
+//! separate, two runs agree to the bit, a rerun resumes, and bad input names its line.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::cli::repairbench;
+use repairbench::model::{Engine, GenerateRequest, LanguageModel, Prompt, Sampling, DEFAULT_MODEL};
+use repairbench::rng::SplitMix64;
+
+const OPENINGS: [&str; 16] = [
+    "Once upon a time, in a small village,",
+    "The history of the Roman Empire",
+    "To install the package, run",
+    "def fibonacci(n):",
+    "The weather today is",
+    "In mathematics, a prime number",
+    "My favourite recipe for bread",
+    "The quarterly report shows that",
+    "Photosynthesis is the process",
+    "import numpy as np\n",
+    "Dear hiring manager,",
+    "The rules of chess are",
+    "A good night's sleep",
+    "The city council voted",
+    "When the train arrived at the station,",
+    "Water boils at",
+];
+
+/// The default model's greedy continuation of each opening, with the opening.
+fn greedy_texts() -> Vec<String> {
+    let mut engine = Engine::load(DEFAULT_MODEL).expect("the default model loads");
+    OPENINGS
+        .iter()
+        .map(|opening| {
+            let request = GenerateRequest {
+                prompt: Prompt::Text((*opening).into()),
+                max_tokens: 48,
+                sampling: Sampling::GREEDY,
+                stop: vec![],
+                n: 1,
+            };
+            let output = engine.generate(&request).unwrap();
+            format!("{opening}{}", output.sequences[0].text)
+        })
+        .collect()
+}
+
+/// The words of `text` in a seeded random order.
+fn shuffled(text: &str, seed: u64) -> String {
+    let mut words: Vec<&str> = text.split_whitespace().collect();
+    let mut rng = SplitMix64::new(seed);
+    for i in (1..words.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        words.swap(i, j);
+    }
+    words.join(" ")
+}
+
+fn write_texts(path: &Path, texts: &[String]) {
+    let lines: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| serde_json::json!({"id": format!("t{i}"), "text": t}).to_string())
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+fn probe(target: &Path, control: &Path, out: &Path) -> Output {
+    let output = repairbench()
+        .args(["probe", "contamination", "--method", "mink:20", "--texts"])
+        .arg(target)
+        .arg("--control-texts")
+        .arg(control)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn separation<'a>(results: &'a serde_json::Value, statistic: &str) -> &'a serde_json::Value {
+    results["separations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["statistic"] == statistic && s["part"] == "text")
+        .unwrap_or_else(|| panic!("no {statistic} in {results}"))
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Every record of `samples.jsonl` without its fingerprint's code part (none differs here).
+fn samples(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("samples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_planted_signal_is_found_and_identical_sets_do_not_separate() {
+    let dir = tempfile::tempdir().unwrap();
+    let greedy = greedy_texts();
+    let shuffles: Vec<String> = greedy.iter().enumerate().map(|(i, t)| shuffled(t, i as u64)).collect();
+    let (target, control) = (dir.path().join("greedy.jsonl"), dir.path().join("shuffled.jsonl"));
+    write_texts(&target, &greedy);
+    write_texts(&control, &shuffles);
+
+    let out = dir.path().join("planted");
+    let first = probe(&target, &control, &out);
+    let results = read_json(&out.join("results.json"));
+    for statistic in ["min_k", "min_k_plus_plus"] {
+        let s = separation(&results, statistic);
+        assert!(s["auroc"].as_f64().unwrap() >= 0.9, "{statistic}: {s}");
+        assert!(s["auroc_ci95"][0].as_f64().unwrap() > 0.5, "{statistic}: {s}");
+        assert_eq!((s["target"]["n"].as_u64(), s["control"]["n"].as_u64()), (Some(16), Some(16)));
+    }
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(stdout.contains("32 scored now, 0 kept"), "{stdout}");
+    assert!(stdout.contains("evidence the model has seen it"), "{stdout}");
+    // Every view was written, and the CI view flags the separation.
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains("name=\"min_k text\"") && junit.contains("<failure type=\"separated\""),
+        "{junit}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg class=\"chart strips\"") && html.contains("data-id=\"control/text/t15\""));
+    assert!(std::fs::read_to_string(out.join("report.md")).unwrap().contains("| min_k | text |"));
+    let manifest = read_json(&out.join("manifest.json"));
+    assert_eq!(manifest["model"]["source"], DEFAULT_MODEL);
+    assert_eq!(manifest["config"]["method"], "mink:20");
+    assert_eq!(manifest["inputs"]["target"]["sha256"].as_str().map(str::len), Some(64));
+
+    // A rerun into the same folder scores nothing again; a second folder gets the same values.
+    let again = probe(&target, &control, &out);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("0 scored now, 32 kept"));
+    let twin = dir.path().join("twin");
+    probe(&target, &control, &twin);
+    assert_eq!(samples(&out), samples(&twin));
+    assert_eq!(read_json(&out.join("results.json")), read_json(&twin.join("results.json")));
+
+    // The same texts on both sides: nothing to tell apart.
+    let same = dir.path().join("same");
+    probe(&target, &target, &same);
+    let results = read_json(&same.join("results.json"));
+    for statistic in ["min_k", "min_k_plus_plus", "mean_logprob"] {
+        let s = separation(&results, statistic);
+        assert_eq!(s["auroc"].as_f64(), Some(0.5), "{s}");
+        let (lo, hi) = (s["auroc_ci95"][0].as_f64().unwrap(), s["auroc_ci95"][1].as_f64().unwrap());
+        assert!(lo <= 0.5 && 0.5 <= hi, "{statistic}: {s}");
+    }
+}
+
+#[test]
+fn bad_input_names_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, "{\"id\": \"a\", \"text\": \"some words to score\"}\n").unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\": \"a\", \"text\": \"fine\"}\n{\"id\": \"b\", \"txt\": \"typo\"}\n")
+        .unwrap();
+    let output = repairbench()
+        .args(["probe", "contamination", "--texts"])
+        .arg(&good)
+        .arg("--control-texts")
+        .arg(&bad)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{}:2: expected {{\"id\": ..., \"text\": ...}}", bad.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unknown field `txt`"), "{stderr}");
+    // A method that does not exist is a usage error naming what exists.
+    let output = repairbench()
+        .args(["probe", "contamination", "--method", "mink:0", "--texts"])
+        .arg(&good)
+        .arg("--control-texts")
+        .arg(&good)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("K a percentage in 1..=100"));
+}
