@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
@@ -201,4 +202,205 @@ fn bad_input_names_the_file_and_line() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("K a percentage in 1..=100"));
+}
+
+/// A model that answers from a table: the first entry whose key the prompt contains.
+struct Scripted {
+    info: repairbench::model::ModelInfo,
+    table: Vec<(String, String)>,
+}
+
+impl Scripted {
+    fn new(table: Vec<(String, String)>) -> Self {
+        let info = serde_json::from_value(serde_json::json!({
+            "source": "scripted", "path": "scripted", "sha256": "scripted-table",
+            "architecture": "table", "name": null, "parameters": 0, "quantization": "none",
+            "context_length": 1 << 20, "vocab_size": 0, "bos_token": null, "eos_token": null,
+            "add_bos": false, "chat_template": null,
+        }))
+        .unwrap();
+        Self { info, table }
+    }
+}
+
+impl LanguageModel for Scripted {
+    fn info(&self) -> &repairbench::model::ModelInfo {
+        &self.info
+    }
+
+    fn generate(
+        &mut self,
+        request: &GenerateRequest,
+    ) -> repairbench::model::error::Result<repairbench::model::GenerateOutput> {
+        let prompt = match &request.prompt {
+            Prompt::Text(text) => text.clone(),
+            Prompt::Chat(messages) => messages.iter().map(|m| m.content.as_str()).collect(),
+            Prompt::Tokens(_) => String::new(),
+        };
+        let text = self
+            .table
+            .iter()
+            .find(|(key, _)| prompt.contains(key.as_str()))
+            .map(|e| e.1.clone())
+            .unwrap_or_default();
+        Ok(repairbench::model::GenerateOutput {
+            prompt_text: prompt,
+            prompt_tokens: 0,
+            sequences: vec![repairbench::model::Generation {
+                text,
+                tokens: vec![],
+                finish: repairbench::model::FinishReason::Eos,
+            }],
+            prefill_tok_s: 0.0,
+            decode_tok_s: 0.0,
+        })
+    }
+
+    fn score(
+        &mut self,
+        _: &[repairbench::model::ScoreRequest],
+    ) -> repairbench::model::error::Result<Vec<repairbench::model::ScoreOutput>> {
+        Err(repairbench::model::ModelError::Step("the scripted model does not score".into()))
+    }
+
+    fn render_chat(
+        &self,
+        messages: &[repairbench::model::ChatMessage],
+    ) -> repairbench::model::error::Result<String> {
+        Ok(messages.iter().map(|m| m.content.as_str()).collect())
+    }
+}
+
+fn bundled_issues() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("issues")
+}
+
+fn run_scripted(
+    method: &str,
+    table: Vec<(String, String)>,
+    control: &Path,
+    out: &Path,
+) -> repairbench::probe::ProbeSummary {
+    let plan = repairbench::probe::ProbePlan {
+        method: repairbench::probe::Method::parse_name(method).unwrap(),
+        target: repairbench::probe::SetSource::Dataset(bundled_issues()),
+        control: repairbench::probe::SetSource::Dataset(control.to_owned()),
+        limit: None,
+        out: out.to_owned(),
+        force: false,
+    };
+    let mut model = Scripted::new(table);
+    repairbench::probe::probe(&plan, &mut model, &mut repairbench::report::ConsoleProgress::new()).unwrap()
+}
+
+#[test]
+fn path_guess_and_patch_prefix_give_a_scripted_models_exact_scores() {
+    use repairbench::probe::{split_patch, ProbeRecord, Side};
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = repairbench::tasks::load_tasks(&bundled_issues()).unwrap().tasks;
+    assert_eq!(tasks.len(), 13);
+    // The control: four of the same tasks under other ids (their texts, so the table answers).
+    let control = dir.path().join("control.jsonl");
+    let lines: Vec<String> = tasks[..4]
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            t.instance_id = format!("{}-control", t.instance_id);
+            serde_json::to_string(&t).unwrap()
+        })
+        .collect();
+    std::fs::write(&control, lines.join("\n")).unwrap();
+    let record =
+        |summary: &repairbench::probe::ProbeSummary, side: Side, part: &str, id: &str| -> ProbeRecord {
+            summary.records[&ProbeRecord::key_of(side, part, id)].clone()
+        };
+
+    // path-guess: even tasks get the gold file in a sentence, odd ones a wrong path.
+    let table: Vec<(String, String)> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let gold = repairbench::patch::diff::files_touched(&t.patch)[0].clone();
+            let answer =
+                if i % 2 == 0 { format!("The fix belongs in `{gold}`.") } else { "src/nowhere.py".into() };
+            (t.problem_statement.trim().to_owned(), answer)
+        })
+        .collect();
+    let summary = run_scripted("path-guess", table, &control, &dir.path().join("paths"));
+    for (i, t) in tasks.iter().enumerate() {
+        let r = record(&summary, Side::Target, "path", &t.instance_id);
+        assert_eq!(r.values["path_match"], if i % 2 == 0 { 1.0 } else { 0.0 }, "{}: {r:?}", t.instance_id);
+    }
+    let s = &summary.separations[0];
+    assert_eq!((s.statistic.as_str(), s.target.n, s.control.n), ("path_match", 13, 4));
+    assert_eq!((s.target.mean, s.control.mean), (7.0 / 13.0, 2.0 / 4.0));
+
+    // patch-prefix: the exact rest (1), its first half of words (precision 1, recall h/n, so
+    // F1 = 2h/(h+n)), or nothing (0).
+    let mut expected = BTreeMap::new();
+    let table: Vec<(String, String)> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (prefix, rest) = split_patch(&t.patch).unwrap();
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let half = words.len() / 2;
+            let (answer, value) = match i % 3 {
+                0 => (rest.clone(), 1.0),
+                1 => (words[..half].join(" "), 2.0 * half as f64 / (half + words.len()) as f64),
+                _ => (String::new(), 0.0),
+            };
+            expected.insert(t.instance_id.clone(), value);
+            (prefix, answer)
+        })
+        .collect();
+    let summary = run_scripted("patch-prefix", table, &control, &dir.path().join("prefix"));
+    for t in &tasks {
+        let r = record(&summary, Side::Target, "patch", &t.instance_id);
+        assert!((r.values["rouge_l"] - expected[&t.instance_id]).abs() < 1e-12, "{}: {r:?}", t.instance_id);
+    }
+    let control_rouge =
+        record(&summary, Side::Control, "patch", &format!("{}-control", tasks[1].instance_id));
+    assert!((control_rouge.values["rouge_l"] - expected[&tasks[1].instance_id]).abs() < 1e-12);
+    // mink asks for log-probabilities the scripted model does not give: every item says so.
+    let summary = run_scripted("mink", Vec::new(), &control, &dir.path().join("mink"));
+    assert_eq!(summary.errors, summary.records.len());
+    assert!(summary
+        .records
+        .values()
+        .all(|r| r.error.as_deref().is_some_and(|e| e.contains("does not score"))));
+}
+
+#[test]
+fn path_guess_and_patch_prefix_run_on_the_bundled_issues_with_the_default_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let issues = bundled_issues();
+    for (method, limit) in [("path-guess", "13"), ("patch-prefix", "4")] {
+        let out = dir.path().join(method);
+        let output = repairbench()
+            .args(["probe", "contamination", "--method", method, "--limit", limit, "--dataset"])
+            .arg(&issues)
+            .arg("--control-dataset")
+            .arg(&issues)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "{text}");
+        let records = samples(&out);
+        let n: usize = limit.parse().unwrap();
+        assert_eq!(records.len(), 2 * n, "{text}");
+        let statistic = if method == "path-guess" { "path_match" } else { "rouge_l" };
+        for r in &records {
+            let v = r["values"][statistic].as_f64().unwrap_or_else(|| panic!("{r}"));
+            assert!((0.0..=1.0).contains(&v), "{r}");
+            assert!(r["answer"].is_string(), "{r}");
+        }
+        // Identical sets, identical greedy answers: no separation.
+        let results = read_json(&out.join("results.json"));
+        assert_eq!(results["separations"][0]["auroc"].as_f64(), Some(0.5), "{results}");
+        println!("{method}: {text}");
+    }
 }

@@ -7,18 +7,32 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{ProbeError, SetSource, Side};
+use super::{Method, ProbeError, SetSource, Side};
 use crate::report::Skipped;
 
-/// One text to score.
+/// One text to score, or one prompt to answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeItem {
     pub side: Side,
     pub id: String,
-    /// Which text of the item (`text`, `problem_statement`, `patch`): each part is compared
-    /// with the same part of the other set.
+    /// Which text of the item (`text`, `problem_statement`, `patch`, `path`): each part is
+    /// compared with the same part of the other set.
     pub part: String,
+    /// The text scored (`mink`) or what the prompt is made of (the generation methods).
     pub text: String,
+    pub expected: Expected,
+}
+
+/// What a generation probe's answer is scored against.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expected {
+    /// Nothing: the text itself is scored.
+    Nothing,
+    /// The files the gold patch touches (`path-guess`).
+    Paths(Vec<String>),
+    /// The rest of the gold patch (`patch-prefix`).
+    Rest(String),
 }
 
 /// A texts file's line.
@@ -29,49 +43,84 @@ struct TextLine {
     text: String,
 }
 
-/// The items of one set, in source order (at most `limit` source records), and the input
-/// records that could not be used. A texts file with a bad line is an error naming the line.
+/// The items `method` probes in one set, in source order (at most `limit` source records),
+/// and the input records that could not be used. A texts file with a bad line is an error
+/// naming the line; the generation methods take SWE tasks only.
 pub fn load_set(
     source: &SetSource,
     side: Side,
     limit: Option<usize>,
+    method: Method,
 ) -> Result<(Vec<ProbeItem>, Vec<Skipped>), ProbeError> {
     let limit = limit.unwrap_or(usize::MAX);
-    let item = |id: String, part: &str, text: String| ProbeItem { side, id, part: part.into(), text };
-    match source {
-        SetSource::Texts(path) => {
-            let items = read_texts(path)?;
-            Ok((items.into_iter().take(limit).map(|(id, text)| item(id, "text", text)).collect(), Vec::new()))
+    let item = |id: &str, part: &str, text: String, expected: Expected| ProbeItem {
+        side,
+        id: id.to_owned(),
+        part: part.into(),
+        text,
+        expected,
+    };
+    let tasks = match (source, method) {
+        (SetSource::Dataset(path), _) => crate::tasks::load_tasks(path)?,
+        (_, Method::PathGuess | Method::PatchPrefix) => {
+            return Err(ProbeError::NeedsTasks {
+                method: method.label(),
+                side: side.as_str(),
+                source_name: source.describe(),
+            })
         }
-        SetSource::Suite { suite, data } => {
+        (SetSource::Texts(path), _) => {
+            let items = read_texts(path)?;
+            let items = items.into_iter().take(limit);
+            return Ok((
+                items.map(|(id, text)| item(&id, "text", text, Expected::Nothing)).collect(),
+                Vec::new(),
+            ));
+        }
+        (SetSource::Suite { suite, data }, _) => {
             let suite = crate::suites::load_suite(suite)?;
             let (docs, _, _) = crate::suites::engine::test_docs(&suite, data.as_deref())?;
             let mut items = Vec::new();
             for doc in docs.iter().take(limit) {
                 let text = crate::suites::prompt::item_with_answer(&suite, doc)?;
-                items.push(item(doc.id.clone(), "text", text));
+                items.push(item(&doc.id, "text", text, Expected::Nothing));
             }
-            Ok((items, Vec::new()))
+            return Ok((items, Vec::new()));
         }
-        SetSource::Dataset(path) => {
-            let set = crate::tasks::load_tasks(path)?;
-            let mut items = Vec::new();
-            for task in set.tasks.iter().take(limit) {
+    };
+    let mut items = Vec::new();
+    for task in tasks.tasks.iter().take(limit) {
+        let id = task.instance_id.as_str();
+        match method {
+            Method::MinK { .. } => {
                 if !task.problem_statement.trim().is_empty() {
                     items.push(item(
-                        task.instance_id.clone(),
+                        id,
                         "problem_statement",
                         task.problem_statement.clone(),
+                        Expected::Nothing,
                     ));
                 }
                 let added = added_lines(&task.patch);
                 if !added.trim().is_empty() {
-                    items.push(item(task.instance_id.clone(), "patch", added));
+                    items.push(item(id, "patch", added, Expected::Nothing));
                 }
             }
-            Ok((items, set.skipped))
+            Method::PathGuess => {
+                let files = crate::patch::diff::files_touched(&task.patch);
+                if !task.problem_statement.trim().is_empty() && !files.is_empty() {
+                    let prompt = super::generate::path_question(&task.repo, &task.problem_statement);
+                    items.push(item(id, "path", prompt, Expected::Paths(files)));
+                }
+            }
+            Method::PatchPrefix => {
+                if let Some((prefix, rest)) = super::generate::split_patch(&task.patch) {
+                    items.push(item(id, "patch", prefix, Expected::Rest(rest)));
+                }
+            }
         }
     }
+    Ok((items, tasks.skipped))
 }
 
 /// `(id, text)` of every line of a texts file; ids must be unique and texts not empty.
@@ -103,18 +152,16 @@ fn read_texts(path: &Path) -> Result<Vec<(String, String)>, ProbeError> {
     Ok(out)
 }
 
-/// The lines a unified diff adds, without their `+`, in order. A file header's `+++ PATH` is
-/// the line right after its `--- PATH`; an added line may itself start with `++`.
+/// The lines a unified diff adds, in order, without their `+`.
 pub fn added_lines(patch: &str) -> String {
-    let mut added = Vec::new();
-    let mut previous = "";
-    for line in patch.lines() {
-        let header = line.starts_with("+++ ") && previous.starts_with("--- ");
-        if let Some(text) = line.strip_prefix('+').filter(|_| !header) {
-            added.push(text);
-        }
-        previous = line;
-    }
+    let files = crate::patch::diff::parse(patch);
+    let lines = files.iter().flat_map(|f| &f.hunks).flat_map(|h| &h.lines);
+    let added: Vec<&str> = lines
+        .filter_map(|l| match l {
+            crate::patch::diff::HunkLine::Add(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
     added.join("\n")
 }
 
@@ -124,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_patch_gives_its_added_lines_only() {
-        let patch = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n-old\n+new\n context\n+++more\n";
+        let patch = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n-old\n+new\n context\n+++more\n";
         assert_eq!(added_lines(patch), "new\n++more");
     }
 

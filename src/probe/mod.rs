@@ -9,11 +9,14 @@
 //!
 //! Methods: `mink:K`, Min-K% Prob (Shi et al. 2023), the mean log-probability of the K% least
 //! likely tokens of the item's text, and beside it Min-K%++ where the backend returns whole
-//! next-token distributions (the local engine).
+//! next-token distributions (the local engine); and for SWE tasks two generation probes,
+//! `path-guess` (the file to fix named from the issue text alone, as in "SWE-Bench Illusion")
+//! and `patch-prefix` (the gold patch continued from its first third).
 //!
 //! A run goes through the run kernel like every other: one [`ProbeRecord`] per (set, part,
 //! item) appended to `samples.jsonl` as soon as it is scored, so a rerun resumes.
 
+mod generate;
 mod items;
 mod record;
 mod run;
@@ -23,7 +26,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use items::{load_set, ProbeItem};
+pub use generate::{answered_path, path_question, split_patch};
+pub use items::{load_set, Expected, ProbeItem};
 pub use record::ProbeRecord;
 pub use run::{probe, ProbeSummary, Separation, SetStats};
 pub use views::write_views;
@@ -37,23 +41,29 @@ pub const DEFAULT_MIN_K: u32 = 20;
 pub enum Method {
     /// Min-K% Prob over the K% least likely tokens (and Min-K%++ where available).
     MinK { k: u32 },
+    /// SWE tasks: the path of the file to fix, asked from the problem statement alone.
+    PathGuess,
+    /// SWE tasks: the gold patch's first third, continued; ROUGE-L against the rest.
+    PatchPrefix,
 }
 
 impl Method {
-    /// `mink` or `mink:K` with K in 1..=100.
+    /// `mink`, `mink:K` with K in 1..=100, `path-guess` or `patch-prefix`.
     pub fn parse_name(text: &str) -> Result<Self, String> {
         let (name, k) = text.split_once(':').map_or((text, None), |(n, k)| (n, Some(k)));
-        match name {
-            "mink" => {
-                let k = match k {
-                    None => DEFAULT_MIN_K,
-                    Some(k) => k.parse::<u32>().ok().filter(|k| (1..=100).contains(k)).ok_or_else(|| {
-                        format!("expected mink:K with K a percentage in 1..=100, not `{text}`")
-                    })?,
-                };
-                Ok(Self::MinK { k })
-            }
-            _ => Err(format!("unknown probe method `{text}` (expected mink or mink:K)")),
+        match (name, k) {
+            ("mink", None) => Ok(Self::MinK { k: DEFAULT_MIN_K }),
+            ("mink", Some(k)) => k
+                .parse::<u32>()
+                .ok()
+                .filter(|k| (1..=100).contains(k))
+                .map(|k| Self::MinK { k })
+                .ok_or_else(|| format!("expected mink:K with K a percentage in 1..=100, not `{text}`")),
+            ("path-guess", None) => Ok(Self::PathGuess),
+            ("patch-prefix", None) => Ok(Self::PatchPrefix),
+            _ => Err(format!(
+                "unknown probe method `{text}` (expected mink, mink:K, path-guess or patch-prefix)"
+            )),
         }
     }
 
@@ -61,6 +71,8 @@ impl Method {
     pub fn label(&self) -> String {
         match self {
             Self::MinK { k } => format!("mink:{k}"),
+            Self::PathGuess => "path-guess".into(),
+            Self::PatchPrefix => "patch-prefix".into(),
         }
     }
 }
@@ -140,8 +152,8 @@ pub enum ProbeError {
     Suite(#[from] crate::suites::SuiteError),
     #[error("the {side} set ({source_name}) has no items to score")]
     EmptySet { side: &'static str, source_name: String },
-    #[error("the model has neither a beginning-of-sequence nor an end-of-sequence token to score a text's first token after")]
-    NoDocumentStart,
+    #[error("{method} probes SWE tasks: give both sets with --dataset and --control-dataset (the {side} set is {source_name})")]
+    NeedsTasks { method: String, side: &'static str, source_name: String },
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
 }

@@ -15,6 +15,14 @@ use crate::model::{LanguageModel, ModelError, ScoreOutput, ScoreRequest};
 use crate::report::{Fanout, FinalWriter, Reporter, RunRecords, Skipped, Tally};
 use crate::stats::separation::{auroc_with_interval, min_k_percent};
 
+/// What scoring or answering one item gave.
+struct Scored {
+    tokens: usize,
+    values: BTreeMap<String, f64>,
+    lowest: Vec<ScoredToken>,
+    answer: Option<String>,
+}
+
 /// Items scored per call to the model (a served model answers them concurrently).
 const SCORE_CHUNK: usize = 8;
 
@@ -166,7 +174,7 @@ pub fn probe(
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     for (side, source) in [(Side::Target, &plan.target), (Side::Control, &plan.control)] {
-        let (set, bad) = load_set(source, side, plan.limit)?;
+        let (set, bad) = load_set(source, side, plan.limit, plan.method)?;
         if set.is_empty() {
             return Err(ProbeError::EmptySet { side: side.as_str(), source_name: source.describe() });
         }
@@ -175,11 +183,12 @@ pub fn probe(
     }
     let info = model.info().clone();
     let method = plan.method.label();
-    let Method::MinK { k } = plan.method;
     let parts = FingerprintBuilder::new().value("method", &method).value("model", &info.sha256);
     let identify = |item: &ProbeItem| {
         let key = ProbeRecord::key_of(item.side, &item.part, &item.id);
-        (key, parts.clone().id("text", &sha256_hex(&item.text)).finish())
+        let fingerprint =
+            parts.clone().id("text", &sha256_hex(&item.text)).value("expected", &item.expected).finish();
+        (key, fingerprint)
     };
     let config = serde_json::json!({
         "probe": "contamination",
@@ -210,15 +219,38 @@ pub fn probe(
     let mut subscribers = Fanout::new(vec![&mut results_json, &mut views, reporter]);
     let samples = plan.out.join("samples.jsonl");
     let mut kernel = Kernel::open("probe contamination", &samples, plan.force, &mut subscribers)?;
+    let todo = kernel.plan(items, identify)?;
+    // After the plan: its start event clears what subscribers gathered.
     for s in &skipped {
         kernel.report(&s.event())?;
     }
-    let todo = kernel.plan(items, identify)?;
     let resumed = kernel.resume_summary().reused;
     let mut computed = 0;
     for chunk in todo.chunks(SCORE_CHUNK * 4) {
         let batch: Vec<&ProbeItem> = chunk.iter().map(|(item, _)| item).collect();
-        for ((item, fingerprint), scored) in chunk.iter().zip(score_all(model, &batch)) {
+        let results: Vec<Result<Scored, ModelError>> = match plan.method {
+            Method::MinK { k } => score_all(model, &batch)
+                .into_iter()
+                .map(|r| {
+                    r.map(|scored| {
+                        let (values, lowest) = min_k_values(&scored, k);
+                        Scored { tokens: scored.tokens.len(), values, lowest, answer: None }
+                    })
+                })
+                .collect(),
+            Method::PathGuess | Method::PatchPrefix => super::generate::answer_all(model, &batch)
+                .into_iter()
+                .map(|r| {
+                    r.map(|(answer, values)| Scored {
+                        tokens: 0,
+                        values,
+                        lowest: Vec::new(),
+                        answer: Some(answer),
+                    })
+                })
+                .collect(),
+        };
+        for ((item, fingerprint), result) in chunk.iter().zip(results) {
             let mut record = ProbeRecord {
                 side: item.side,
                 id: item.id.clone(),
@@ -229,26 +261,27 @@ pub fn probe(
                 tokens: 0,
                 values: BTreeMap::new(),
                 lowest: Vec::new(),
+                answer: None,
                 error: None,
                 infrastructure: false,
                 fingerprint: Some(fingerprint.clone()),
             };
-            match scored {
+            match result {
                 Ok(scored) => {
-                    record.tokens = scored.tokens.len();
-                    (record.values, record.lowest) = min_k_values(&scored, k);
+                    record.tokens = scored.tokens;
+                    record.values = scored.values;
+                    record.lowest = scored.lowest;
+                    record.answer = scored.answer;
                 }
                 Err(e) => {
                     record.infrastructure = is_infrastructure(&e);
                     record.error = Some(crate::error_chain(&e));
                 }
             }
-            let (outcome, success) = match &record.error {
-                None => (
-                    format!("{} {:.3}", "min_k", record.values.get("min_k").copied().unwrap_or(f64::NAN)),
-                    true,
-                ),
-                Some(_) => ("error".to_owned(), false),
+            let (outcome, success) = match (&record.error, record.values.iter().next()) {
+                (None, Some((name, value))) => (format!("{name} {value:.3}"), true),
+                (None, None) => ("scored".to_owned(), true),
+                (Some(_), _) => ("error".to_owned(), false),
             };
             computed += 1;
             kernel.finish_item(record, &outcome, success)?;

@@ -68,6 +68,33 @@ pub fn auroc_with_interval(target: &[f64], control: &[f64], resamples: usize, se
     (value, [percentile(&values, 0.025), percentile(&values, 0.975)])
 }
 
+/// ROUGE-L F1 of `candidate` against `reference`: the longest common subsequence of their
+/// whitespace-separated words (case kept, since code is compared), as the harmonic mean of its
+/// share of each side. 0 when either is empty.
+pub fn rouge_l(candidate: &str, reference: &str) -> f64 {
+    let a: Vec<&str> = candidate.split_whitespace().collect();
+    let b: Vec<&str> = reference.split_whitespace().collect();
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    // One row of the LCS table at a time.
+    let mut row = vec![0usize; b.len() + 1];
+    for word in &a {
+        let mut diagonal = 0;
+        for (j, other) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if word == other { diagonal + 1 } else { above.max(row[j]) };
+            diagonal = above;
+        }
+    }
+    let lcs = row[b.len()] as f64;
+    if lcs == 0.0 {
+        return 0.0;
+    }
+    let (precision, recall) = (lcs / a.len() as f64, lcs / b.len() as f64);
+    2.0 * precision * recall / (precision + recall)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +132,18 @@ mod tests {
         assert_eq!(auroc_with_interval(&scores, &scores, 1000, 7), (value, interval));
         let high: Vec<f64> = scores.iter().map(|s| s + 100.0).collect();
         assert_eq!(auroc_with_interval(&high, &scores, 200, 7), (1.0, [1.0, 1.0]));
+    }
+
+    #[test]
+    fn rouge_l_counts_the_longest_common_subsequence_of_words() {
+        // LCS of "the cat sat on the mat" and "the cat lay on a mat" is "the cat on mat": 4 of 6
+        // words on each side.
+        let f = rouge_l("the cat sat on the mat", "the cat lay on a mat");
+        assert!((f - 4.0 / 6.0).abs() < 1e-12, "{f}");
+        assert_eq!(rouge_l("a b c", "a b c"), 1.0);
+        assert_eq!(rouge_l("x y", "a b"), 0.0);
+        assert_eq!(rouge_l("", "a"), 0.0);
+        // Precision 2/2, recall 2/4: F1 = 2/3.
+        assert!((rouge_l("a c", "a b c d") - 2.0 / 3.0).abs() < 1e-12);
     }
 }

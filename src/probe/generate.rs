@@ -1,0 +1,123 @@
+//! The generation probes on SWE tasks: `path-guess` asks for the file to fix from the issue
+//! text alone; `patch-prefix` continues the gold patch from its first third. Greedy, so two
+//! runs give the same answers.
+
+use std::collections::BTreeMap;
+
+use super::items::{Expected, ProbeItem};
+use crate::model::{ChatMessage, GenerateRequest, LanguageModel, ModelError, Prompt, Sampling};
+use crate::stats::separation::rouge_l;
+
+/// Tokens a path answer may take.
+const PATH_TOKENS: usize = 48;
+/// Bounds on a patch continuation's tokens (about a token per three characters of the rest).
+const REST_TOKENS: (usize, usize) = (16, 512);
+
+/// The `path-guess` question: the repository's name and the problem statement, nothing of the
+/// repository's content.
+pub fn path_question(repo: &str, problem_statement: &str) -> String {
+    format!(
+        "Repository: {repo}\n\nIssue:\n{}\n\nWhich file of the repository must be changed to fix this issue? \
+         Answer with the file's path from the repository root, and nothing else.",
+        problem_statement.trim()
+    )
+}
+
+/// The gold patch split after its first third of lines (at least one line each side): what
+/// the model is shown and what it should go on to write. `None` for a patch under three lines.
+pub fn split_patch(patch: &str) -> Option<(String, String)> {
+    let lines: Vec<&str> = patch.lines().collect();
+    if lines.len() < 3 {
+        return None;
+    }
+    let cut = lines.len().div_ceil(3);
+    Some((lines[..cut].join("\n") + "\n", lines[cut..].join("\n")))
+}
+
+/// The path a `path-guess` answer names: the first word of its first non-empty line that looks
+/// like a path (has a `/` or a `.`), without quotes, backticks or a diff's `a/`/`b/`/`./`.
+pub fn answered_path(answer: &str) -> Option<String> {
+    let line = answer.lines().find(|l| !l.trim().is_empty())?;
+    line.split_whitespace()
+        .map(|w| {
+            let quote = |c: char| "`'\"*,;:()[]<>".contains(c);
+            w.trim_start_matches(quote).trim_end_matches(|c: char| quote(c) || c == '.')
+        })
+        .find(|w| w.contains('/') || w.contains('.'))
+        .map(|w| {
+            let w = w.strip_prefix("./").unwrap_or(w);
+            let w = w.strip_prefix("a/").or_else(|| w.strip_prefix("b/")).unwrap_or(w);
+            w.trim_start_matches('/').to_owned()
+        })
+        .filter(|w| !w.is_empty())
+}
+
+/// The request a generation method sends for `item`.
+fn request(item: &ProbeItem) -> GenerateRequest {
+    let (prompt, max_tokens) = match &item.expected {
+        Expected::Rest(rest) => {
+            (Prompt::Text(item.text.clone()), (rest.len() / 3).clamp(REST_TOKENS.0, REST_TOKENS.1))
+        }
+        Expected::Paths(_) | Expected::Nothing => {
+            (Prompt::Chat(vec![ChatMessage::new("user", item.text.clone())]), PATH_TOKENS)
+        }
+    };
+    GenerateRequest { prompt, max_tokens, sampling: Sampling::GREEDY, stop: Vec::new(), n: 1 }
+}
+
+/// An answer and the values it scored.
+pub type Answered = (String, BTreeMap<String, f64>);
+
+/// Each item's answer and its values (`path_match` 0 or 1; `rouge_l`), in item order.
+pub fn answer_all(
+    model: &mut dyn LanguageModel,
+    items: &[&ProbeItem],
+) -> Vec<Result<Answered, ModelError>> {
+    let requests: Vec<GenerateRequest> = items.iter().map(|i| request(i)).collect();
+    model
+        .generate_many(&requests)
+        .into_iter()
+        .zip(items)
+        .map(|(output, item)| {
+            let answer = output?.sequences.into_iter().next().map(|s| s.text).unwrap_or_default();
+            let values = match &item.expected {
+                Expected::Paths(files) => {
+                    let hit = answered_path(&answer).is_some_and(|p| files.contains(&p));
+                    BTreeMap::from([("path_match".to_owned(), if hit { 1.0 } else { 0.0 })])
+                }
+                Expected::Rest(rest) => BTreeMap::from([("rouge_l".to_owned(), rouge_l(&answer, rest))]),
+                Expected::Nothing => BTreeMap::new(),
+            };
+            Ok((answer, values))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_read_from_common_answer_shapes() {
+        for answer in [
+            "src/app/models.py",
+            "`src/app/models.py`",
+            "The file is src/app/models.py.",
+            "The fix belongs in `src/app/models.py`.",
+            "\n  a/src/app/models.py\nbecause ...",
+            "./src/app/models.py",
+            "\"/src/app/models.py\"",
+        ] {
+            assert_eq!(answered_path(answer).as_deref(), Some("src/app/models.py"), "{answer:?}");
+        }
+        assert_eq!(answered_path("I do not know"), None);
+        assert_eq!(answered_path(""), None);
+    }
+
+    #[test]
+    fn a_patch_splits_after_its_first_third() {
+        let (prefix, rest) = split_patch("1\n2\n3\n4\n5\n6\n7").unwrap();
+        assert_eq!((prefix.as_str(), rest.as_str()), ("1\n2\n3\n", "4\n5\n6\n7"));
+        assert_eq!(split_patch("1\n2"), None);
+    }
+}
