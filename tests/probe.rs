@@ -404,3 +404,31 @@ fn path_guess_and_patch_prefix_run_on_the_bundled_issues_with_the_default_model(
         println!("{method}: {text}");
     }
 }
+
+#[test]
+fn a_server_without_prompt_log_probabilities_is_refused_for_mink_and_answers_path_guess() {
+    let base = common::serve::plain_server();
+    let dir = tempfile::tempdir().unwrap();
+    let issues = bundled_issues();
+    let run = |method: &str, out: &str| {
+        repairbench()
+            .args(["probe", "contamination", "--method", method, "--limit", "2", "--dataset"])
+            .arg(&issues)
+            .arg("--control-dataset")
+            .arg(&issues)
+            .args(["--model", &format!("openai:{base}"), "--out"])
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap()
+    };
+    let refused = run("mink", "mink");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("mink:20 scores texts, and this model cannot"), "{stderr}");
+    assert!(stderr.contains("prompt log-probabilities"), "{stderr}");
+    let answered = run("path-guess", "paths");
+    assert_eq!(answered.status.code(), Some(0), "{}", String::from_utf8_lossy(&answered.stderr));
+    let records = samples(&dir.path().join("paths"));
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r["answer"] == " x" && r["values"]["path_match"] == 0.0), "{records:?}");
+}

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::cli::repairbench;
 use common::ray::{RayCluster, TOKEN, WORKERS};
+use common::serve::Server;
 
 /// Seconds each slow task's failing test sleeps before it checks.
 const SLOW_SECONDS: u64 = 12;
@@ -65,30 +66,6 @@ fn predictions(file: &Path) -> BTreeMap<String, serde_json::Value> {
             )
         })
         .collect()
-}
-
-/// `repairbench serve` of the default model, on a free port of 127.0.0.1.
-struct Server {
-    child: std::process::Child,
-    base: String,
-}
-
-impl Server {
-    fn start() -> Self {
-        use std::io::BufRead;
-        let mut child = repairbench().args(["serve", "--port", "0"]).stdout(Stdio::piped()).spawn().unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line}")).to_owned();
-        Server { child, base }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn metrics(results: &[u8]) -> serde_json::Value {

@@ -4,40 +4,17 @@
 //! client (from the package index) works against the server, streaming included; bad requests
 //! get OpenAI-style 4xx error bodies.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::serve::Server;
 use repairbench::model::openai::{OpenAiModel, RemoteSettings};
 use repairbench::model::{
     ChatMessage, Engine, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest,
 };
 use repairbench::suites::{evaluate, load_suite, EvalOptions, SampleRecord};
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server() -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_repairbench"))
-        .args(["serve", "--port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let base =
-        line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line: {line}")).to_owned();
-    Server { child, base }
-}
 
 fn engine() -> Engine {
     Engine::load(repairbench::model::DEFAULT_MODEL).expect("the default model")
@@ -45,7 +22,7 @@ fn engine() -> Engine {
 
 #[test]
 fn the_openai_backend_through_serve_matches_the_local_engine() {
-    let server = start_server();
+    let server = Server::start();
     let mut local = engine();
     let mut remote = OpenAiModel::connect(&server.base, RemoteSettings::default()).unwrap();
     let served = remote.info().served.clone().unwrap();
@@ -138,7 +115,7 @@ fn post(base: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
 
 #[test]
 fn bad_requests_get_openai_error_bodies() {
-    let server = start_server();
+    let server = Server::start();
     let cases = [
         ("/completions", r#"{"prompt": 3}"#, 400, None),
         ("/completions", r#"{"prompt": "hi", "max_tokens": 100000}"#, 400, Some("context_length_exceeded")),
@@ -204,7 +181,7 @@ fn openai_client() -> PathBuf {
 #[test]
 fn the_official_openai_client_works_against_serve() {
     let site = openai_client();
-    let server = start_server();
+    let server = Server::start();
     let script = r#"
 import sys
 from openai import OpenAI
@@ -245,49 +222,7 @@ print("ok", repr(text))
 /// log-probabilities: scoring is refused with an error naming that capability.
 #[test]
 fn a_server_without_prompt_logprobs_is_refused_by_name() {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let mut stream = stream.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 4096];
-            // Read the head and a body of Content-Length bytes.
-            loop {
-                let n = stream.read(&mut buf).unwrap();
-                request.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&request);
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let length = text
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap())
-                        })
-                        .unwrap_or(0);
-                    if request.len() >= end + 4 + length {
-                        break;
-                    }
-                }
-                if n == 0 {
-                    break;
-                }
-            }
-            let head = String::from_utf8_lossy(&request);
-            let body = if head.starts_with("GET /v1/models") {
-                r#"{"object":"list","data":[{"id":"plain","object":"model","created":0,"owned_by":"x"}]}"#
-            } else {
-                r#"{"id":"c1","object":"text_completion","created":0,"model":"plain","choices":[{"index":0,"text":" x","logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#
-            };
-            let response = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            stream.write_all(response.as_bytes()).unwrap();
-        }
-    });
+    let base = common::serve::plain_server();
     let mut model = OpenAiModel::connect(&base, RemoteSettings::default()).unwrap();
     assert_eq!(model.info().name.as_deref(), Some("plain"));
     let error = model.score(&[ScoreRequest::new("a", " b")]).expect_err("no prompt log-probabilities");

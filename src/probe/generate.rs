@@ -69,10 +69,7 @@ fn request(item: &ProbeItem) -> GenerateRequest {
 pub type Answered = (String, BTreeMap<String, f64>);
 
 /// Each item's answer and its values (`path_match` 0 or 1; `rouge_l`), in item order.
-pub fn answer_all(
-    model: &mut dyn LanguageModel,
-    items: &[&ProbeItem],
-) -> Vec<Result<Answered, ModelError>> {
+pub fn answer_all(model: &mut dyn LanguageModel, items: &[&ProbeItem]) -> Vec<Result<Answered, ModelError>> {
     let requests: Vec<GenerateRequest> = items.iter().map(|i| request(i)).collect();
     model
         .generate_many(&requests)

@@ -154,6 +154,12 @@ pub enum ProbeError {
     EmptySet { side: &'static str, source_name: String },
     #[error("{method} probes SWE tasks: give both sets with --dataset and --control-dataset (the {side} set is {source_name})")]
     NeedsTasks { method: String, side: &'static str, source_name: String },
+    #[error("{method} scores texts, and this model cannot: use a generation method (path-guess, patch-prefix), or a server that returns prompt log-probabilities")]
+    CannotScore {
+        method: String,
+        #[source]
+        source: Box<crate::model::ModelError>,
+    },
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
 }

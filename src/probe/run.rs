@@ -142,6 +142,24 @@ fn min_k_values(scored: &ScoreOutput, k: u32) -> (BTreeMap<String, f64>, Vec<Sco
     (values, lowest)
 }
 
+/// `results`, unless one says the model cannot score at all: then no item can be, and the run
+/// stops with that error rather than filling the store with it.
+fn checked(
+    results: Vec<Result<ScoreOutput, ModelError>>,
+    method: &str,
+) -> Result<Vec<Result<ScoreOutput, ModelError>>, ProbeError> {
+    let cannot = |r: &Result<ScoreOutput, ModelError>| {
+        matches!(r, Err(ModelError::Remote(crate::model::openai::RemoteError::MissingCapability { .. })))
+    };
+    match results.iter().position(cannot) {
+        Some(i) => {
+            let source = results.into_iter().nth(i).and_then(Result::err).expect("an error at i");
+            Err(ProbeError::CannotScore { method: method.to_owned(), source: Box::new(source) })
+        }
+        None => Ok(results),
+    }
+}
+
 fn is_infrastructure(err: &ModelError) -> bool {
     matches!(err, ModelError::Remote(_) | ModelError::Compute(_))
 }
@@ -229,7 +247,7 @@ pub fn probe(
     for chunk in todo.chunks(SCORE_CHUNK * 4) {
         let batch: Vec<&ProbeItem> = chunk.iter().map(|(item, _)| item).collect();
         let results: Vec<Result<Scored, ModelError>> = match plan.method {
-            Method::MinK { k } => score_all(model, &batch)
+            Method::MinK { k } => checked(score_all(model, &batch), &method)?
                 .into_iter()
                 .map(|r| {
                     r.map(|scored| {

@@ -9,5 +9,6 @@ pub mod llama;
 pub mod ray;
 pub mod sandbox;
 pub mod scripted;
+pub mod serve;
 pub mod swe;
 pub mod venv;
