@@ -432,3 +432,62 @@ fn a_server_without_prompt_log_probabilities_is_refused_for_mink_and_answers_pat
     assert_eq!(records.len(), 4);
     assert!(records.iter().all(|r| r["answer"] == " x" && r["values"]["path_match"] == 0.0), "{records:?}");
 }
+
+#[test]
+fn ts_guess_masks_a_wrong_option_and_scores_a_scripted_models_answers_exactly() {
+    use repairbench::probe::{probe, Method, ProbePlan, ProbeRecord, SetSource, Side};
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites/mmlu/test.jsonl");
+    let suite = repairbench::suites::load_suite("mmlu").unwrap();
+    let (docs, _, _) = repairbench::suites::engine::test_docs(&suite, Some(&data)).unwrap();
+    assert_eq!(docs.len(), 5);
+    // Per document: the masked option, and an answer that is it with a letter and a period
+    // (exact), it in quotes and capitals (exact), or something else (neither exact nor near).
+    let mut table = Vec::new();
+    let mut expected = BTreeMap::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let (prompt, option) =
+            repairbench::suites::prompt::masked_wrong_option(&suite, doc).unwrap().unwrap();
+        let gold = doc.row.fields["answer"].as_u64().unwrap() as usize;
+        assert_ne!(
+            doc.row.fields["choices"][gold].as_str(),
+            Some(option.as_str()),
+            "a wrong option is masked"
+        );
+        assert!(prompt.contains(". [MASK]\n"), "{prompt}");
+        let question = doc.row.fields["question"].as_str().unwrap().to_owned();
+        let (answer, value) = match i % 3 {
+            0 => (format!("C. {option}."), 1.0),
+            1 => (format!("\"{}\"", option.to_uppercase()), 1.0),
+            _ => ("no idea at all".to_owned(), 0.0),
+        };
+        expected.insert(doc.id.clone(), value);
+        table.push((question, answer));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let set = SetSource::Suite { suite: "mmlu".into(), data: Some(data.clone()) };
+    let plan = ProbePlan {
+        method: Method::TsGuess,
+        target: set.clone(),
+        control: set,
+        limit: None,
+        out: dir.path().join("ts"),
+        force: false,
+    };
+    let summary =
+        probe(&plan, &mut Scripted::new(table), &mut repairbench::report::ConsoleProgress::new()).unwrap();
+    for doc in &docs {
+        let r = &summary.records[&ProbeRecord::key_of(Side::Target, "option", &doc.id)];
+        assert_eq!(r.values["ts_exact"], expected[&doc.id], "{r:?}");
+        assert_eq!(r.values["ts_rouge_l"], expected[&doc.id], "{r:?}");
+    }
+    // A suite that is not multiple choice, or texts, cannot be asked for a masked option.
+    let mut plan = plan;
+    plan.control = SetSource::Texts(data);
+    let err = probe(&plan, &mut Scripted::new(Vec::new()), &mut repairbench::report::ConsoleProgress::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("ts-guess probes multiple-choice suites") && err.contains("the control set is texts"),
+        "{err}"
+    );
+}

@@ -13,7 +13,8 @@ pub enum ProbeCommand {
 
 #[derive(Debug, Args)]
 pub struct ContaminationArgs {
-    /// mink:K: Min-K% Prob over the K% least likely tokens (and Min-K%++ with a local model).
+    /// mink:K: Min-K% Prob over the K% least likely tokens (and Min-K%++ with a local model);
+    /// path-guess, patch-prefix (SWE tasks); ts-guess (multiple-choice suites).
     #[arg(long, default_value = "mink", value_parser = Method::parse_name)]
     pub method: Method,
     #[command(flatten)]

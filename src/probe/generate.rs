@@ -8,8 +8,8 @@ use super::items::{Expected, ProbeItem};
 use crate::model::{ChatMessage, GenerateRequest, LanguageModel, ModelError, Prompt, Sampling};
 use crate::stats::separation::rouge_l;
 
-/// Tokens a path answer may take.
-const PATH_TOKENS: usize = 48;
+/// Tokens a path or option answer may take.
+const ANSWER_TOKENS: usize = 48;
 /// Bounds on a patch continuation's tokens (about a token per three characters of the rest).
 const REST_TOKENS: (usize, usize) = (16, 512);
 
@@ -21,6 +21,35 @@ pub fn path_question(repo: &str, problem_statement: &str) -> String {
          Answer with the file's path from the repository root, and nothing else.",
         problem_statement.trim()
     )
+}
+
+/// The `ts-guess` question: the item's prompt with one option masked.
+pub fn masked_question(prompt: &str) -> String {
+    format!(
+        "Here is a multiple-choice question from a benchmark, with one option replaced by {mask}.\n\n{}\n\n\
+         What is the text of the option marked {mask}? Reply with that option's text only.",
+        prompt.trim_end(),
+        mask = crate::suites::prompt::MASK
+    )
+}
+
+/// An option as a `ts-guess` answer gives it: its first non-empty line without a leading
+/// option letter (`B.`, `B)`), quotes or a final period, whitespace collapsed, lowercase.
+pub fn answered_option(answer: &str) -> String {
+    let line = answer.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let bytes = line.as_bytes();
+    let line = if bytes.len() > 2 && bytes[0].is_ascii_uppercase() && matches!(bytes[1], b'.' | b')' | b':') {
+        line[2..].trim()
+    } else {
+        line
+    };
+    normalized_option(line)
+}
+
+/// Lowercase, whitespace collapsed, without surrounding quotes or a final period.
+fn normalized_option(text: &str) -> String {
+    let text = text.trim().trim_matches(|c: char| "`'\"".contains(c)).trim_end_matches('.');
+    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
 /// The gold patch split after its first third of lines (at least one line each side): what
@@ -58,8 +87,8 @@ fn request(item: &ProbeItem) -> GenerateRequest {
         Expected::Rest(rest) => {
             (Prompt::Text(item.text.clone()), (rest.len() / 3).clamp(REST_TOKENS.0, REST_TOKENS.1))
         }
-        Expected::Paths(_) | Expected::Nothing => {
-            (Prompt::Chat(vec![ChatMessage::new("user", item.text.clone())]), PATH_TOKENS)
+        Expected::Paths(_) | Expected::Option(_) | Expected::Nothing => {
+            (Prompt::Chat(vec![ChatMessage::new("user", item.text.clone())]), ANSWER_TOKENS)
         }
     };
     GenerateRequest { prompt, max_tokens, sampling: Sampling::GREEDY, stop: Vec::new(), n: 1 }
@@ -83,6 +112,13 @@ pub fn answer_all(model: &mut dyn LanguageModel, items: &[&ProbeItem]) -> Vec<Re
                     BTreeMap::from([("path_match".to_owned(), if hit { 1.0 } else { 0.0 })])
                 }
                 Expected::Rest(rest) => BTreeMap::from([("rouge_l".to_owned(), rouge_l(&answer, rest))]),
+                Expected::Option(option) => {
+                    let (said, truth) = (answered_option(&answer), normalized_option(option));
+                    BTreeMap::from([
+                        ("ts_exact".to_owned(), if said == truth { 1.0 } else { 0.0 }),
+                        ("ts_rouge_l".to_owned(), rouge_l(&said, &truth)),
+                    ])
+                }
                 Expected::Nothing => BTreeMap::new(),
             };
             Ok((answer, values))
@@ -109,6 +145,14 @@ mod tests {
         }
         assert_eq!(answered_path("I do not know"), None);
         assert_eq!(answered_path(""), None);
+    }
+
+    #[test]
+    fn an_option_is_read_without_its_letter_quotes_or_period() {
+        for answer in ["B. Fifty six", "\"fifty  six\"", "B) fifty six.\nmore", "Fifty six"] {
+            assert_eq!(answered_option(answer), "fifty six", "{answer:?}");
+        }
+        assert_eq!(normalized_option("Fifty six."), "fifty six");
     }
 
     #[test]

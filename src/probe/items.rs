@@ -33,7 +33,13 @@ pub enum Expected {
     Paths(Vec<String>),
     /// The rest of the gold patch (`patch-prefix`).
     Rest(String),
+    /// The masked option's text (`ts-guess`).
+    Option(String),
 }
+
+/// What `ts-guess` needs, in its error.
+const MULTIPLE_CHOICE: &str =
+    "multiple-choice suites whose prompt lists the options (the MMLU layout): give both sets with --suite and --control-suite";
 
 /// A texts file's line.
 #[derive(Deserialize)]
@@ -60,14 +66,32 @@ pub fn load_set(
         text,
         expected,
     };
+    let needs = |what| ProbeError::Needs {
+        method: method.label(),
+        what,
+        side: side.as_str(),
+        source_name: source.describe(),
+    };
     let tasks = match (source, method) {
+        (SetSource::Suite { suite, data }, Method::TsGuess) => {
+            let suite = crate::suites::load_suite(suite)?;
+            if suite.kind() != crate::suites::SuiteKind::MultipleChoice {
+                return Err(needs(MULTIPLE_CHOICE));
+            }
+            let (docs, _, _) = crate::suites::engine::test_docs(&suite, data.as_deref())?;
+            let mut items = Vec::new();
+            for doc in docs.iter().take(limit) {
+                let (prompt, option) = crate::suites::prompt::masked_wrong_option(&suite, doc)?
+                    .ok_or_else(|| needs(MULTIPLE_CHOICE))?;
+                let question = super::generate::masked_question(&prompt);
+                items.push(item(&doc.id, "option", question, Expected::Option(option)));
+            }
+            return Ok((items, Vec::new()));
+        }
+        (_, Method::TsGuess) => return Err(needs(MULTIPLE_CHOICE)),
         (SetSource::Dataset(path), _) => crate::tasks::load_tasks(path)?,
         (_, Method::PathGuess | Method::PatchPrefix) => {
-            return Err(ProbeError::NeedsTasks {
-                method: method.label(),
-                side: side.as_str(),
-                source_name: source.describe(),
-            })
+            return Err(needs("SWE tasks: give both sets with --dataset and --control-dataset"))
         }
         (SetSource::Texts(path), _) => {
             let items = read_texts(path)?;
@@ -113,6 +137,7 @@ pub fn load_set(
                     items.push(item(id, "path", prompt, Expected::Paths(files)));
                 }
             }
+            Method::TsGuess => unreachable!("suites are read above"),
             Method::PatchPrefix => {
                 if let Some((prefix, rest)) = super::generate::split_patch(&task.patch) {
                     items.push(item(id, "patch", prefix, Expected::Rest(rest)));

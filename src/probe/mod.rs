@@ -11,7 +11,8 @@
 //! likely tokens of the item's text, and beside it Min-K%++ where the backend returns whole
 //! next-token distributions (the local engine); and for SWE tasks two generation probes,
 //! `path-guess` (the file to fix named from the issue text alone, as in "SWE-Bench Illusion")
-//! and `patch-prefix` (the gold patch continued from its first third).
+//! and `patch-prefix` (the gold patch continued from its first third); and for
+//! multiple-choice suites `ts-guess` (a wrong option masked and asked for; Deng et al. 2023).
 //!
 //! A run goes through the run kernel like every other: one [`ProbeRecord`] per (set, part,
 //! item) appended to `samples.jsonl` as soon as it is scored, so a rerun resumes.
@@ -45,10 +46,12 @@ pub enum Method {
     PathGuess,
     /// SWE tasks: the gold patch's first third, continued; ROUGE-L against the rest.
     PatchPrefix,
+    /// Multiple-choice suites: a wrong option masked and asked for (TS-Guessing).
+    TsGuess,
 }
 
 impl Method {
-    /// `mink`, `mink:K` with K in 1..=100, `path-guess` or `patch-prefix`.
+    /// `mink`, `mink:K` with K in 1..=100, `path-guess`, `patch-prefix` or `ts-guess`.
     pub fn parse_name(text: &str) -> Result<Self, String> {
         let (name, k) = text.split_once(':').map_or((text, None), |(n, k)| (n, Some(k)));
         match (name, k) {
@@ -61,8 +64,9 @@ impl Method {
                 .ok_or_else(|| format!("expected mink:K with K a percentage in 1..=100, not `{text}`")),
             ("path-guess", None) => Ok(Self::PathGuess),
             ("patch-prefix", None) => Ok(Self::PatchPrefix),
+            ("ts-guess", None) => Ok(Self::TsGuess),
             _ => Err(format!(
-                "unknown probe method `{text}` (expected mink, mink:K, path-guess or patch-prefix)"
+                "unknown probe method `{text}` (expected mink, mink:K, path-guess, patch-prefix or ts-guess)"
             )),
         }
     }
@@ -73,6 +77,7 @@ impl Method {
             Self::MinK { k } => format!("mink:{k}"),
             Self::PathGuess => "path-guess".into(),
             Self::PatchPrefix => "patch-prefix".into(),
+            Self::TsGuess => "ts-guess".into(),
         }
     }
 }
@@ -152,8 +157,8 @@ pub enum ProbeError {
     Suite(#[from] crate::suites::SuiteError),
     #[error("the {side} set ({source_name}) has no items to score")]
     EmptySet { side: &'static str, source_name: String },
-    #[error("{method} probes SWE tasks: give both sets with --dataset and --control-dataset (the {side} set is {source_name})")]
-    NeedsTasks { method: String, side: &'static str, source_name: String },
+    #[error("{method} probes {what} (the {side} set is {source_name})")]
+    Needs { method: String, what: &'static str, side: &'static str, source_name: String },
     #[error("{method} scores texts, and this model cannot: use a generation method (path-guess, patch-prefix), or a server that returns prompt log-probabilities")]
     CannotScore {
         method: String,

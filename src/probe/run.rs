@@ -256,17 +256,19 @@ pub fn probe(
                     })
                 })
                 .collect(),
-            Method::PathGuess | Method::PatchPrefix => super::generate::answer_all(model, &batch)
-                .into_iter()
-                .map(|r| {
-                    r.map(|(answer, values)| Scored {
-                        tokens: 0,
-                        values,
-                        lowest: Vec::new(),
-                        answer: Some(answer),
+            Method::PathGuess | Method::PatchPrefix | Method::TsGuess => {
+                super::generate::answer_all(model, &batch)
+                    .into_iter()
+                    .map(|r| {
+                        r.map(|(answer, values)| Scored {
+                            tokens: 0,
+                            values,
+                            lowest: Vec::new(),
+                            answer: Some(answer),
+                        })
                     })
-                })
-                .collect(),
+                    .collect()
+            }
         };
         for ((item, fingerprint), result) in chunk.iter().zip(results) {
             let mut record = ProbeRecord {

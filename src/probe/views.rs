@@ -16,7 +16,8 @@ use crate::report::markdown::table;
 use crate::report::{svg, write_text_atomic, ReportError};
 
 /// Every statistic a method gives, in the order the item table shows them.
-const STATISTICS: [&str; 3] = ["min_k", "min_k_plus_plus", "mean_logprob"];
+const STATISTICS: [&str; 7] =
+    ["min_k", "min_k_plus_plus", "mean_logprob", "path_match", "rouge_l", "ts_exact", "ts_rouge_l"];
 
 /// The view files, in the order [`write_views`] writes them.
 pub const VIEWS: [&str; 3] = ["report.md", "junit.xml", "report.html"];
@@ -167,6 +168,10 @@ pub fn page(method: &str, records: &BTreeMap<String, ProbeRecord>, found: &[Sepa
                 html::facts(&[("text sha256", r.text_sha256.clone()), ("characters", r.chars.to_string())]);
             if let Some(error) = &r.error {
                 detail.push(html::pre(error));
+            }
+            if let Some(answer) = &r.answer {
+                detail.push(html::text_tag("p", &[], "the model's answer:"));
+                detail.push(html::pre(answer));
             }
             if !lowest.is_empty() {
                 detail.push(html::text_tag("p", &[], "least likely tokens:"));

@@ -292,6 +292,21 @@ pub fn item_with_answer(suite: &Suite, doc: &Doc) -> Result<String, SuiteError> 
     Ok(text)
 }
 
+/// What stands for the masked option in [`masked_wrong_option`]'s prompt.
+pub const MASK: &str = "[MASK]";
+
+/// A multiple-choice item with one wrong option masked, for TS-Guessing: the zero-shot prompt
+/// with [`MASK`] in that option's place, and the option's text. Which wrong option is masked
+/// comes from the document id alone. `None` when the suite's prompt does not list its options.
+pub fn masked_wrong_option(suite: &Suite, doc: &Doc) -> Result<Option<(String, String)>, SuiteError> {
+    let mut item = choice_item(suite, doc, 0)?;
+    let wrong: Vec<usize> = (0..item.choices.len()).filter(|&i| i != item.gold).collect();
+    let pick = wrong[(stable_hash(&[b"ts-guess", doc.id.as_bytes()]) % wrong.len() as u64) as usize];
+    let option = std::mem::replace(&mut item.choices[pick], MASK.to_owned());
+    let prompt = build_prompt(suite, &[], doc, Some(&item), 0, 0)?;
+    Ok(prompt.contains(MASK).then_some((prompt, option)))
+}
+
 /// Renders a template of the suite with the row's fields plus `extra`.
 pub fn render_with(
     suite: &Suite,
