@@ -160,3 +160,79 @@ fn generation_and_mmlu_through_llama_server() {
     let limit = mean(&spread).max(0.05) * 1.05;
     assert!(ours <= limit, "ours vs llama-server {ours:.4} nats > {limit:.4}");
 }
+
+/// `probe contamination --method mink` scores the same tokens of each text through our
+/// engine, `repairbench serve` (echo) and llama-server (forced scoring), and the per-item
+/// Min-K% values agree: exactly through our server (the same engine), within the tolerance
+/// the MMLU comparison above allows for llama.cpp.
+#[test]
+fn min_k_agrees_across_the_engine_our_server_and_llama_server() {
+    use repairbench::probe::{probe, Method, ProbePlan, ProbeSummary, SetSource};
+    let dir = tempfile::tempdir().unwrap();
+    let texts = |name: &str, lines: &[&str]| {
+        let path = dir.path().join(name);
+        let body: Vec<String> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, t)| serde_json::json!({"id": format!("{name}{i}"), "text": t}).to_string())
+            .collect();
+        std::fs::write(&path, body.join("\n")).unwrap();
+        path
+    };
+    let target = texts(
+        "seen",
+        &[
+            "The quick brown fox jumps over the lazy dog.",
+            "def add(a, b):\n    return a + b\n",
+            "Water boils at 100 degrees Celsius at sea level.",
+        ],
+    );
+    let control = texts(
+        "unseen",
+        &[
+            "dog lazy the over jumps fox brown quick The.",
+            "b return add(a, :\n    + a def b)",
+            "level sea at Celsius boils 100 at degrees Water.",
+        ],
+    );
+    let run = |model: &mut dyn LanguageModel, name: &str| -> ProbeSummary {
+        let plan = ProbePlan {
+            method: Method::MinK { k: 20 },
+            target: SetSource::Texts(target.clone()),
+            control: SetSource::Texts(control.clone()),
+            limit: None,
+            out: dir.path().join(name),
+            force: false,
+        };
+        probe(&plan, model, &mut repairbench::report::ConsoleProgress::new()).unwrap()
+    };
+    let ours = run(&mut Engine::load(repairbench::model::DEFAULT_MODEL).unwrap(), "engine");
+    let served = {
+        let server = common::serve::Server::start();
+        run(&mut OpenAiModel::connect(&server.base, RemoteSettings::default()).unwrap(), "serve")
+    };
+    let llama = {
+        let server = start_llama_server();
+        run(&mut OpenAiModel::connect(&server.base, RemoteSettings::default()).unwrap(), "llama-server")
+    };
+    let mut deltas = Vec::new();
+    for (key, a) in &ours.records {
+        let (b, c) = (&served.records[key], &llama.records[key]);
+        assert_eq!(
+            (a.tokens, b.tokens, c.tokens),
+            (a.tokens, a.tokens, a.tokens),
+            "{key}: the same tokens scored"
+        );
+        assert!(a.tokens > 5, "{key}");
+        assert!((a.values["min_k"] - b.values["min_k"]).abs() < 1e-9, "{key}: {a:?} {b:?}");
+        // Min-K%++ needs whole distributions, which only the engine has.
+        assert!(a.values.contains_key("min_k_plus_plus") && !c.values.contains_key("min_k_plus_plus"));
+        deltas.push((a.values["min_k"] - c.values["min_k"]).abs());
+    }
+    let mean = deltas.iter().sum::<f64>() / deltas.len() as f64;
+    let max = deltas.iter().copied().fold(0.0, f64::max);
+    println!("min_k over {} texts, ours vs llama-server: mean |Δ| {mean:.4}, max {max:.4}", deltas.len());
+    assert!(mean <= 0.05 * 1.05, "mean |Δ| {mean:.4} nats");
+    let auroc = |s: &ProbeSummary| s.separations.iter().find(|x| x.statistic == "min_k").unwrap().auroc;
+    assert_eq!(auroc(&ours), auroc(&llama));
+}
