@@ -102,7 +102,7 @@ fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// Every record of `samples.jsonl` without its fingerprint's code part (none differs here).
+/// Every record of `samples.jsonl`, in file order.
 fn samples(out: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(out.join("samples.jsonl"))
         .unwrap()
