@@ -36,15 +36,11 @@ pub struct SetStats {
 
 impl SetStats {
     fn of(values: &[f64]) -> Self {
-        let n = values.len();
-        let mean = if n == 0 { 0.0 } else { values.iter().sum::<f64>() / n as f64 };
-        let stderr = if n < 2 {
-            0.0
-        } else {
-            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            (var / n as f64).sqrt()
-        };
-        Self { n, mean, stderr }
+        Self {
+            n: values.len(),
+            mean: crate::stats::mean(values),
+            stderr: crate::stats::stderr_of_mean(values),
+        }
     }
 }
 
