@@ -372,10 +372,10 @@ fn path_guess_and_patch_prefix_give_a_scripted_models_exact_scores() {
 }
 
 #[test]
-fn path_guess_and_patch_prefix_run_on_the_bundled_issues_with_the_default_model() {
+fn the_generation_probes_run_on_the_bundled_issues_with_the_default_model() {
     let dir = tempfile::tempdir().unwrap();
     let issues = bundled_issues();
-    for (method, limit) in [("path-guess", "13"), ("patch-prefix", "4")] {
+    for (method, limit) in [("path-guess", "13"), ("patch-prefix", "4"), ("guided", "3")] {
         let out = dir.path().join(method);
         let output = repairbench()
             .args(["probe", "contamination", "--method", method, "--limit", limit, "--dataset"])
@@ -391,12 +391,19 @@ fn path_guess_and_patch_prefix_run_on_the_bundled_issues_with_the_default_model(
         assert_eq!(output.status.code(), Some(0), "{text}");
         let records = samples(&out);
         let n: usize = limit.parse().unwrap();
-        assert_eq!(records.len(), 2 * n, "{text}");
-        let statistic = if method == "path-guess" { "path_match" } else { "rouge_l" };
+        // guided takes each task's problem statement and its patch's added lines.
+        let per_task = if method == "guided" { 4 } else { 2 };
+        assert_eq!(records.len(), per_task * n, "{text}");
+        let (statistic, answers) = match method {
+            "path-guess" => ("path_match", vec!["answer"]),
+            "patch-prefix" => ("rouge_l", vec!["answer"]),
+            _ => ("guided_rouge_l", vec!["general", "guided"]),
+        };
         for r in &records {
             let v = r["values"][statistic].as_f64().unwrap_or_else(|| panic!("{r}"));
             assert!((0.0..=1.0).contains(&v), "{r}");
-            assert!(r["answer"].is_string(), "{r}");
+            let keys: Vec<&String> = r["answers"].as_object().unwrap().keys().collect();
+            assert_eq!(keys, answers, "{r}");
         }
         // Identical sets, identical greedy answers: no separation.
         let results = read_json(&out.join("results.json"));
@@ -430,7 +437,10 @@ fn a_server_without_prompt_log_probabilities_is_refused_for_mink_and_answers_pat
     assert_eq!(answered.status.code(), Some(0), "{}", String::from_utf8_lossy(&answered.stderr));
     let records = samples(&dir.path().join("paths"));
     assert_eq!(records.len(), 4);
-    assert!(records.iter().all(|r| r["answer"] == " x" && r["values"]["path_match"] == 0.0), "{records:?}");
+    assert!(
+        records.iter().all(|r| r["answers"]["answer"] == " x" && r["values"]["path_match"] == 0.0),
+        "{records:?}"
+    );
 }
 
 #[test]
@@ -489,5 +499,61 @@ fn ts_guess_masks_a_wrong_option_and_scores_a_scripted_models_answers_exactly() 
     assert!(
         err.starts_with("ts-guess probes multiple-choice suites") && err.contains("the control set is texts"),
         "{err}"
+    );
+}
+
+#[test]
+fn guided_gain_of_a_scripted_model_that_knows_the_target_is_significant_and_exact() {
+    use repairbench::probe::{
+        guided_prompts, probe, split_halves, Method, ProbePlan, ProbeRecord, SetSource, Side,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Vec<String> =
+        (0..12).map(|i| format!("item {i} of a benchmark the model has read many times over")).collect();
+    let unseen: Vec<String> =
+        (0..12).map(|i| format!("entry {i} written by the team after the cutoff date last year")).collect();
+    let (target, control) = (dir.path().join("seen.jsonl"), dir.path().join("unseen.jsonl"));
+    write_texts(&target, &seen);
+    write_texts(&control, &unseen);
+    // Under the guided prompt the model recites a target item's second half; under the general
+    // prompt, and for control items, it says nothing that matches.
+    let mut table = Vec::new();
+    for text in &seen {
+        let (first, rest) = split_halves(text).unwrap();
+        let [guided, general] = guided_prompts(&first, "seen", "test");
+        table.push((guided, rest));
+        table.push((general, "something else".to_owned()));
+    }
+    let plan = ProbePlan {
+        method: Method::Guided,
+        target: SetSource::Texts(target),
+        control: SetSource::Texts(control),
+        limit: None,
+        out: dir.path().join("guided"),
+        force: false,
+    };
+    let summary =
+        probe(&plan, &mut Scripted::new(table), &mut repairbench::report::ConsoleProgress::new()).unwrap();
+    let r = &summary.records[&ProbeRecord::key_of(Side::Target, "text", "t3")];
+    assert_eq!(
+        (r.values["guided_rouge_l"], r.values["general_rouge_l"], r.values["guided_gain"]),
+        (1.0, 0.0, 1.0),
+        "{r:?}"
+    );
+    assert_eq!(r.answers.keys().collect::<Vec<_>>(), ["general", "guided"]);
+    let [target_gain, control_gain] = [&summary.guided_gains[0], &summary.guided_gains[1]];
+    assert_eq!((target_gain.side, target_gain.n, target_gain.gain), (Side::Target, 12, 1.0));
+    // Every resampled mean gain is 1: the one-sided p is its floor, 1 / (resamples + 1).
+    assert_eq!(target_gain.p_above, 1.0 / (repairbench::probe::RESAMPLES as f64 + 1.0));
+    assert_eq!((control_gain.side, control_gain.gain, control_gain.p_above), (Side::Control, 0.0, 1.0));
+    let md = std::fs::read_to_string(dir.path().join("guided/report.md")).unwrap();
+    assert!(
+        md.contains("| target | text | 1.0000 | 0.0000 | 1.0000 [1.0000, 1.0000] | 0.0005 | 12 |"),
+        "{md}"
+    );
+    let junit = std::fs::read_to_string(dir.path().join("guided/junit.xml")).unwrap();
+    assert!(
+        junit.contains("name=\"guided_gain target text\"") && junit.contains("<failure type=\"guided\""),
+        "{junit}"
     );
 }

@@ -14,7 +14,7 @@ pub enum ProbeCommand {
 #[derive(Debug, Args)]
 pub struct ContaminationArgs {
     /// mink:K: Min-K% Prob over the K% least likely tokens (and Min-K%++ with a local model);
-    /// path-guess, patch-prefix (SWE tasks); ts-guess (multiple-choice suites).
+    /// path-guess, patch-prefix (SWE tasks); ts-guess (multiple-choice suites); guided (any set).
     #[arg(long, default_value = "mink", value_parser = Method::parse_name)]
     pub method: Method,
     #[command(flatten)]
@@ -131,6 +131,21 @@ fn print_summary(plan: &ProbePlan, summary: &ProbeSummary) {
             s.auroc_ci95[0],
             s.auroc_ci95[1],
             s.reading()
+        );
+    }
+    for g in &summary.guided_gains {
+        println!(
+            "  guided {:<8} {:<18} guided {:.4}  general {:.4}  gain {:.4} [{:.4}, {:.4}]  p {:.4} (n={})  {}",
+            g.side.as_str(),
+            g.part,
+            g.guided_rouge_l,
+            g.general_rouge_l,
+            g.gain,
+            g.gain_ci95[0],
+            g.gain_ci95[1],
+            g.p_above,
+            g.n,
+            g.reading()
         );
     }
     if summary.errors > 0 {

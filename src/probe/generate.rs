@@ -52,6 +52,36 @@ fn normalized_option(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
+/// A text split after the first half of its words: the first half as it stands (up to the
+/// start of the next word) and the rest. `None` under four words.
+pub fn split_halves(text: &str) -> Option<(String, String)> {
+    let starts: Vec<usize> = text
+        .char_indices()
+        .filter(|&(i, c)| !c.is_whitespace() && (i == 0 || text[..i].ends_with(char::is_whitespace)))
+        .map(|(i, _)| i)
+        .collect();
+    if starts.len() < 4 {
+        return None;
+    }
+    let cut = starts[starts.len().div_ceil(2)];
+    Some((text[..cut].trim_end().to_owned(), text[cut..].to_owned()))
+}
+
+/// The two `guided` prompts for a first half: one naming the dataset and split and asking for
+/// the rest exactly as published there, and a general one asking only for a fitting end.
+pub fn guided_prompts(first: &str, dataset: &str, split: &str) -> [String; 2] {
+    [
+        format!(
+            "Below is the beginning of an item from the {split} split of the {dataset} dataset. Write the rest \
+             of the item exactly as it appears in that dataset, and nothing else.\n\nBeginning: {first}\n\nRest:"
+        ),
+        format!(
+            "Below is the beginning of a text. Write a rest for it so that the two parts make one text, and \
+             nothing else.\n\nBeginning: {first}\n\nRest:"
+        ),
+    ]
+}
+
 /// The gold patch split after its first third of lines (at least one line each side): what
 /// the model is shown and what it should go on to write. `None` for a patch under three lines.
 pub fn split_patch(patch: &str) -> Option<(String, String)> {
@@ -81,49 +111,96 @@ pub fn answered_path(answer: &str) -> Option<String> {
         .filter(|w| !w.is_empty())
 }
 
-/// The request a generation method sends for `item`.
-fn request(item: &ProbeItem) -> GenerateRequest {
-    let (prompt, max_tokens) = match &item.expected {
-        Expected::Rest(rest) => {
-            (Prompt::Text(item.text.clone()), (rest.len() / 3).clamp(REST_TOKENS.0, REST_TOKENS.1))
-        }
-        Expected::Paths(_) | Expected::Option(_) | Expected::Nothing => {
-            (Prompt::Chat(vec![ChatMessage::new("user", item.text.clone())]), ANSWER_TOKENS)
-        }
+/// An item's answers by prompt and the values they scored.
+pub type Answered = (BTreeMap<String, String>, BTreeMap<String, f64>);
+
+/// The requests a generation method sends for `item`: one, or `guided`'s two (guided,
+/// general).
+fn requests(item: &ProbeItem) -> Vec<GenerateRequest> {
+    let chat = |text: String, max_tokens| GenerateRequest {
+        prompt: Prompt::Chat(vec![ChatMessage::new("user", text)]),
+        max_tokens,
+        sampling: Sampling::GREEDY,
+        stop: Vec::new(),
+        n: 1,
     };
-    GenerateRequest { prompt, max_tokens, sampling: Sampling::GREEDY, stop: Vec::new(), n: 1 }
+    let rest_tokens = |rest: &str| (rest.len() / 3).clamp(REST_TOKENS.0, REST_TOKENS.1);
+    match &item.expected {
+        Expected::Rest(rest) => vec![GenerateRequest {
+            prompt: Prompt::Text(item.text.clone()),
+            ..chat(String::new(), rest_tokens(rest))
+        }],
+        Expected::SecondHalf { dataset, split, rest } => guided_prompts(&item.text, dataset, split)
+            .into_iter()
+            .map(|p| chat(p, rest_tokens(rest)))
+            .collect(),
+        Expected::Paths(_) | Expected::Option(_) | Expected::Nothing => {
+            vec![chat(item.text.clone(), ANSWER_TOKENS)]
+        }
+    }
 }
 
-/// An answer and the values it scored.
-pub type Answered = (String, BTreeMap<String, f64>);
-
-/// Each item's answer and its values (`path_match` 0 or 1; `rouge_l`), in item order.
+/// Each item's answers by prompt (`answer`; `guided` and `general`) and its values
+/// (`path_match` 0 or 1; `rouge_l`; `ts_exact`, `ts_rouge_l`; `guided_rouge_l`,
+/// `general_rouge_l`, `guided_gain`), in item order.
 pub fn answer_all(model: &mut dyn LanguageModel, items: &[&ProbeItem]) -> Vec<Result<Answered, ModelError>> {
-    let requests: Vec<GenerateRequest> = items.iter().map(|i| request(i)).collect();
-    model
-        .generate_many(&requests)
-        .into_iter()
+    let per_item: Vec<Vec<GenerateRequest>> = items.iter().map(|i| requests(i)).collect();
+    let flat: Vec<GenerateRequest> = per_item.iter().flatten().cloned().collect();
+    let mut outputs = model.generate_many(&flat).into_iter();
+    per_item
+        .iter()
         .zip(items)
-        .map(|(output, item)| {
-            let answer = output?.sequences.into_iter().next().map(|s| s.text).unwrap_or_default();
-            let values = match &item.expected {
-                Expected::Paths(files) => {
-                    let hit = answered_path(&answer).is_some_and(|p| files.contains(&p));
-                    BTreeMap::from([("path_match".to_owned(), if hit { 1.0 } else { 0.0 })])
+        .map(|(sent, item)| {
+            let mut texts = Vec::new();
+            let mut failed = None;
+            for output in outputs.by_ref().take(sent.len()) {
+                match output {
+                    Ok(o) => texts.push(o.sequences.into_iter().next().map(|s| s.text).unwrap_or_default()),
+                    Err(e) => failed = failed.or(Some(e)),
                 }
-                Expected::Rest(rest) => BTreeMap::from([("rouge_l".to_owned(), rouge_l(&answer, rest))]),
-                Expected::Option(option) => {
-                    let (said, truth) = (answered_option(&answer), normalized_option(option));
-                    BTreeMap::from([
-                        ("ts_exact".to_owned(), if said == truth { 1.0 } else { 0.0 }),
-                        ("ts_rouge_l".to_owned(), rouge_l(&said, &truth)),
-                    ])
-                }
-                Expected::Nothing => BTreeMap::new(),
-            };
-            Ok((answer, values))
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            Ok(scored(&item.expected, texts))
         })
         .collect()
+}
+
+/// The answers named, and the values they score against `expected`.
+fn scored(expected: &Expected, texts: Vec<String>) -> Answered {
+    let value = |pairs: &[(&str, f64)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+    let one = texts.first().cloned().unwrap_or_default();
+    let values = match expected {
+        Expected::Paths(files) => {
+            let hit = answered_path(&one).is_some_and(|p| files.contains(&p));
+            value(&[("path_match", if hit { 1.0 } else { 0.0 })])
+        }
+        Expected::Rest(rest) => value(&[("rouge_l", rouge_l(&one, rest))]),
+        Expected::Option(option) => {
+            let (said, truth) = (answered_option(&one), normalized_option(option));
+            value(&[
+                ("ts_exact", if said == truth { 1.0 } else { 0.0 }),
+                ("ts_rouge_l", rouge_l(&said, &truth)),
+            ])
+        }
+        Expected::SecondHalf { rest, .. } => {
+            let guided = rouge_l(&one, rest);
+            let general = rouge_l(texts.get(1).map_or("", String::as_str), rest);
+            value(&[
+                ("guided_rouge_l", guided),
+                ("general_rouge_l", general),
+                ("guided_gain", guided - general),
+            ])
+        }
+        Expected::Nothing => BTreeMap::new(),
+    };
+    let names: &[&str] = match expected {
+        Expected::SecondHalf { .. } => &["guided", "general"],
+        _ => &["answer"],
+    };
+    let answers = names.iter().zip(texts).map(|(n, t)| ((*n).to_owned(), t)).collect();
+    (answers, values)
 }
 
 #[cfg(test)]
@@ -153,6 +230,14 @@ mod tests {
             assert_eq!(answered_option(answer), "fifty six", "{answer:?}");
         }
         assert_eq!(normalized_option("Fifty six."), "fifty six");
+    }
+
+    #[test]
+    fn a_text_splits_after_half_its_words() {
+        let (first, rest) = split_halves("one two  three\nfour five").unwrap();
+        assert_eq!((first.as_str(), rest.as_str()), ("one two  three", "four five"));
+        assert_eq!(split_halves("  a b c d"), Some(("  a b".into(), "c d".into())));
+        assert_eq!(split_halves("a b c"), None);
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub enum Expected {
     Rest(String),
     /// The masked option's text (`ts-guess`).
     Option(String),
+    /// The item's second half, and how the guided prompt names its dataset and split
+    /// (`guided`).
+    SecondHalf { dataset: String, split: String, rest: String },
 }
 
 /// What `ts-guess` needs, in its error.
@@ -58,6 +61,23 @@ pub fn load_set(
     limit: Option<usize>,
     method: Method,
 ) -> Result<(Vec<ProbeItem>, Vec<Skipped>), ProbeError> {
+    if method == Method::Guided {
+        let (texts, skipped) = load_set(source, side, limit, Method::MinK { k: super::DEFAULT_MIN_K })?;
+        let dataset = dataset_name(source)?;
+        let items = texts
+            .into_iter()
+            .filter_map(|item| {
+                let (first, rest) = super::generate::split_halves(&item.text)?;
+                let (dataset, split) = (dataset.clone(), "test".to_owned());
+                Some(ProbeItem {
+                    text: first,
+                    expected: Expected::SecondHalf { dataset, split, rest },
+                    ..item
+                })
+            })
+            .collect();
+        return Ok((items, skipped));
+    }
     let limit = limit.unwrap_or(usize::MAX);
     let item = |id: &str, part: &str, text: String, expected: Expected| ProbeItem {
         side,
@@ -137,7 +157,7 @@ pub fn load_set(
                     items.push(item(id, "path", prompt, Expected::Paths(files)));
                 }
             }
-            Method::TsGuess => unreachable!("suites are read above"),
+            Method::TsGuess | Method::Guided => unreachable!("read above"),
             Method::PatchPrefix => {
                 if let Some((prefix, rest)) = super::generate::split_patch(&task.patch) {
                     items.push(item(id, "patch", prefix, Expected::Rest(rest)));
@@ -146,6 +166,22 @@ pub fn load_set(
         }
     }
     Ok((items, tasks.skipped))
+}
+
+/// How the `guided` prompt names a set's dataset: a suite's published dataset (`cais/mmlu`) or
+/// its name, else the file's or folder's name without extension.
+fn dataset_name(source: &SetSource) -> Result<String, ProbeError> {
+    Ok(match source {
+        SetSource::Suite { suite, .. } => {
+            let suite = crate::suites::load_suite(suite)?;
+            let hub = suite.def.data.hub.as_ref().map(|h| h.get_ref().repo.clone());
+            hub.unwrap_or_else(|| suite.def.name.clone())
+        }
+        SetSource::Texts(path) | SetSource::Dataset(path) => {
+            let name = path.file_stem().or_else(|| path.file_name()).unwrap_or_default();
+            name.to_string_lossy().into_owned()
+        }
+    })
 }
 
 /// `(id, text)` of every line of a texts file; ids must be unique and texts not empty.

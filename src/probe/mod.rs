@@ -12,7 +12,8 @@
 //! next-token distributions (the local engine); and for SWE tasks two generation probes,
 //! `path-guess` (the file to fix named from the issue text alone, as in "SWE-Bench Illusion")
 //! and `patch-prefix` (the gold patch continued from its first third); and for
-//! multiple-choice suites `ts-guess` (a wrong option masked and asked for; Deng et al. 2023).
+//! multiple-choice suites `ts-guess` (a wrong option masked and asked for; Deng et al. 2023);
+//! and for any set `guided` (guided against general instructions; Golchin & Surdeanu 2023).
 //!
 //! A run goes through the run kernel like every other: one [`ProbeRecord`] per (set, part,
 //! item) appended to `samples.jsonl` as soon as it is scored, so a rerun resumes.
@@ -27,10 +28,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use generate::{answered_path, path_question, split_patch};
+pub use generate::{answered_path, guided_prompts, path_question, split_halves, split_patch};
 pub use items::{load_set, Expected, ProbeItem};
 pub use record::ProbeRecord;
-pub use run::{probe, ProbeSummary, Separation, SetStats};
+pub use run::{probe, GuidedGain, ProbeSummary, Separation, SetStats};
 pub use views::write_views;
 
 /// The K of `mink` when none is given (the paper's best setting on WikiMIA).
@@ -48,10 +49,13 @@ pub enum Method {
     PatchPrefix,
     /// Multiple-choice suites: a wrong option masked and asked for (TS-Guessing).
     TsGuess,
+    /// Each item's first half, continued under a prompt naming the dataset and under a generic
+    /// one; ROUGE-L of both against the true second half, and a paired test of the gain.
+    Guided,
 }
 
 impl Method {
-    /// `mink`, `mink:K` with K in 1..=100, `path-guess`, `patch-prefix` or `ts-guess`.
+    /// `mink`, `mink:K` with K in 1..=100, `path-guess`, `patch-prefix`, `ts-guess` or `guided`.
     pub fn parse_name(text: &str) -> Result<Self, String> {
         let (name, k) = text.split_once(':').map_or((text, None), |(n, k)| (n, Some(k)));
         match (name, k) {
@@ -65,8 +69,9 @@ impl Method {
             ("path-guess", None) => Ok(Self::PathGuess),
             ("patch-prefix", None) => Ok(Self::PatchPrefix),
             ("ts-guess", None) => Ok(Self::TsGuess),
+            ("guided", None) => Ok(Self::Guided),
             _ => Err(format!(
-                "unknown probe method `{text}` (expected mink, mink:K, path-guess, patch-prefix or ts-guess)"
+                "unknown probe method `{text}` (expected mink, mink:K, path-guess, patch-prefix, ts-guess or guided)"
             )),
         }
     }
@@ -78,6 +83,7 @@ impl Method {
             Self::PathGuess => "path-guess".into(),
             Self::PatchPrefix => "patch-prefix".into(),
             Self::TsGuess => "ts-guess".into(),
+            Self::Guided => "guided".into(),
         }
     }
 }

@@ -27,14 +27,16 @@ pub struct ProbeRecord {
     /// Tokens scored (`mink`: every token of the text after the first, or after BOS).
     pub tokens: usize,
     /// The item's statistics by name (`min_k`, `min_k_plus_plus`, `mean_logprob`;
-    /// `path_match`; `rouge_l`); empty when it could not be scored.
+    /// `path_match`; `rouge_l`; `ts_exact`, `ts_rouge_l`; `guided_rouge_l`, `general_rouge_l`,
+    /// `guided_gain`); empty when it could not be scored.
     pub values: BTreeMap<String, f64>,
     /// The least likely tokens, those Min-K% averages (at most [`LOWEST_SHOWN`]), for audit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lowest: Vec<ScoredToken>,
-    /// The model's answer (the generation methods).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<String>,
+    /// The model's answers by prompt (the generation methods: `answer`; `guided`'s `guided`
+    /// and `general`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub answers: BTreeMap<String, String>,
     /// Why the item has no values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

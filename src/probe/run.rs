@@ -20,7 +20,7 @@ struct Scored {
     tokens: usize,
     values: BTreeMap<String, f64>,
     lowest: Vec<ScoredToken>,
-    answer: Option<String>,
+    answers: BTreeMap<String, String>,
 }
 
 /// Items scored per call to the model (a served model answers them concurrently).
@@ -69,11 +69,66 @@ impl Separation {
     }
 }
 
+/// `guided` on one set and part: how much closer to the true second halves the completions
+/// under the prompt naming the dataset come than those under the general prompt. `p_above` is
+/// the one-sided paired-bootstrap p-value of "no gain".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuidedGain {
+    pub side: Side,
+    pub part: String,
+    pub n: usize,
+    pub guided_rouge_l: f64,
+    pub general_rouge_l: f64,
+    pub gain: f64,
+    pub gain_ci95: [f64; 2],
+    pub p_above: f64,
+}
+
+impl GuidedGain {
+    /// What the test says, in words.
+    pub fn reading(&self) -> &'static str {
+        if self.p_above < 0.05 {
+            "the dataset's name helps (p < 0.05): evidence the model has seen it"
+        } else {
+            "no gain from the dataset's name"
+        }
+    }
+}
+
+/// The `guided` gain of each set and part the records have.
+pub fn guided_gains(records: &BTreeMap<String, ProbeRecord>) -> Vec<GuidedGain> {
+    let mut pairs: BTreeMap<(Side, String), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for r in records.values() {
+        if let (Some(g), Some(c)) = (r.values.get("guided_rouge_l"), r.values.get("general_rouge_l")) {
+            let entry = pairs.entry((r.side, r.part.clone())).or_default();
+            entry.0.push(*g);
+            entry.1.push(*c);
+        }
+    }
+    pairs
+        .into_iter()
+        .map(|((side, part), (guided, general))| {
+            let b = crate::stats::paired::paired_bootstrap(&general, &guided, RESAMPLES, BOOTSTRAP_SEED);
+            GuidedGain {
+                side,
+                part,
+                n: guided.len(),
+                guided_rouge_l: crate::stats::mean(&guided),
+                general_rouge_l: crate::stats::mean(&general),
+                gain: b.delta,
+                gain_ci95: b.ci95,
+                p_above: b.p_above,
+            }
+        })
+        .collect()
+}
+
 /// What [`probe`] returns (and `results.json` holds, with the run's configuration).
 #[derive(Debug, Clone)]
 pub struct ProbeSummary {
     pub method: Method,
     pub separations: Vec<Separation>,
+    pub guided_gains: Vec<GuidedGain>,
     pub computed: usize,
     pub resumed: usize,
     /// Items that could not be scored (their records say why).
@@ -223,6 +278,7 @@ pub fn probe(
             "items": run.records.len(),
             "errors": run.records.values().filter(|r| r.error.is_some()).count(),
             "separations": separations(&run.records),
+            "guided_gains": guided_gains(&run.records),
             "config": config,
         });
         crate::report::write_json_atomic(&results_path, &results)
@@ -248,20 +304,15 @@ pub fn probe(
                 .map(|r| {
                     r.map(|scored| {
                         let (values, lowest) = min_k_values(&scored, k);
-                        Scored { tokens: scored.tokens.len(), values, lowest, answer: None }
+                        Scored { tokens: scored.tokens.len(), values, lowest, answers: BTreeMap::new() }
                     })
                 })
                 .collect(),
-            Method::PathGuess | Method::PatchPrefix | Method::TsGuess => {
+            Method::PathGuess | Method::PatchPrefix | Method::TsGuess | Method::Guided => {
                 super::generate::answer_all(model, &batch)
                     .into_iter()
                     .map(|r| {
-                        r.map(|(answer, values)| Scored {
-                            tokens: 0,
-                            values,
-                            lowest: Vec::new(),
-                            answer: Some(answer),
-                        })
+                        r.map(|(answers, values)| Scored { tokens: 0, values, lowest: Vec::new(), answers })
                     })
                     .collect()
             }
@@ -277,7 +328,7 @@ pub fn probe(
                 tokens: 0,
                 values: BTreeMap::new(),
                 lowest: Vec::new(),
-                answer: None,
+                answers: BTreeMap::new(),
                 error: None,
                 infrastructure: false,
                 fingerprint: Some(fingerprint.clone()),
@@ -287,7 +338,7 @@ pub fn probe(
                     record.tokens = scored.tokens;
                     record.values = scored.values;
                     record.lowest = scored.lowest;
-                    record.answer = scored.answer;
+                    record.answers = scored.answers;
                 }
                 Err(e) => {
                     record.infrastructure = is_infrastructure(&e);
@@ -325,6 +376,7 @@ pub fn probe(
     Ok(ProbeSummary {
         method: plan.method,
         separations: separations(&records),
+        guided_gains: guided_gains(&records),
         computed,
         resumed,
         errors,

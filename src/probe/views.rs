@@ -1,13 +1,14 @@
 //! A probe run's human and CI views, made from its records: `report.md` (each statistic's
-//! separation), `junit.xml` (one case per statistic and part, failing where the target
-//! separates from the control) and `report.html` (the same, with each statistic's
+//! separation, and `guided`'s paired gains), `junit.xml` (one case per statistic and part,
+//! failing where the target separates from the control, and per `guided` gain, failing where
+//! it is significant) and `report.html` (the same, with each statistic's
 //! distributions on both sets and every item).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::record::ProbeRecord;
-use super::run::{separations, Separation};
+use super::run::{guided_gains, separations, GuidedGain, Separation};
 use super::Side;
 use crate::kernel::store::StoredRecord;
 use crate::report::html::{self, Cell, Column, Markup, Row, Table};
@@ -16,8 +17,18 @@ use crate::report::markdown::table;
 use crate::report::{svg, write_text_atomic, ReportError};
 
 /// Every statistic a method gives, in the order the item table shows them.
-const STATISTICS: [&str; 7] =
-    ["min_k", "min_k_plus_plus", "mean_logprob", "path_match", "rouge_l", "ts_exact", "ts_rouge_l"];
+const STATISTICS: [&str; 10] = [
+    "min_k",
+    "min_k_plus_plus",
+    "mean_logprob",
+    "path_match",
+    "rouge_l",
+    "ts_exact",
+    "ts_rouge_l",
+    "guided_rouge_l",
+    "general_rouge_l",
+    "guided_gain",
+];
 
 /// The view files, in the order [`write_views`] writes them.
 pub const VIEWS: [&str; 3] = ["report.md", "junit.xml", "report.html"];
@@ -48,6 +59,32 @@ pub fn markdown(method: &str, records: &BTreeMap<String, ProbeRecord>, found: &[
         })
         .collect();
     out.push_str(&table(&["statistic", "part", "target", "control", "AUROC [95%]", "reading"], &rows));
+    let gains = guided_gains(records);
+    if !gains.is_empty() {
+        out.push_str(
+            "\n`guided`: ROUGE-L against the true second halves under the prompt naming the dataset and \
+             under the general one, with a one-sided paired bootstrap of the gain:\n\n",
+        );
+        let rows: Vec<Vec<String>> = gains
+            .iter()
+            .map(|g| {
+                vec![
+                    g.side.as_str().to_owned(),
+                    g.part.clone(),
+                    format!("{:.4}", g.guided_rouge_l),
+                    format!("{:.4}", g.general_rouge_l),
+                    format!("{:.4} [{:.4}, {:.4}]", g.gain, g.gain_ci95[0], g.gain_ci95[1]),
+                    format!("{:.4}", g.p_above),
+                    g.n.to_string(),
+                    g.reading().to_owned(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["set", "part", "guided", "general", "gain [95%]", "p (gain ≤ 0)", "n", "reading"],
+            &rows,
+        ));
+    }
     let errors: Vec<&ProbeRecord> = records.values().filter(|r| r.error.is_some()).collect();
     if !errors.is_empty() {
         out.push_str(&format!("\n**{} text(s) could not be scored** and are left out:\n\n", errors.len()));
@@ -84,6 +121,20 @@ pub fn junit(method: &str, records: &BTreeMap<String, ProbeRecord>, found: &[Sep
             output: None,
         })
         .collect();
+    cases.extend(guided_gains(records).iter().map(|g: &GuidedGain| Case {
+        classname: "repairbench.probe.contamination".into(),
+        name: format!("guided_gain {} {}", g.side.as_str(), g.part),
+        time_s: 0.0,
+        outcome: if g.p_above < 0.05 {
+            CaseOutcome::Failed {
+                kind: "guided".into(),
+                message: format!("gain {:.4}, p {:.4}: {}", g.gain, g.p_above, g.reading()),
+            }
+        } else {
+            CaseOutcome::Passed
+        },
+        output: None,
+    }));
     cases.extend(records.values().filter(|r| r.error.is_some()).map(|r| Case {
         classname: "repairbench.probe.contamination".into(),
         name: r.key(),
@@ -138,6 +189,40 @@ pub fn page(method: &str, records: &BTreeMap<String, ProbeRecord>, found: &[Sepa
             section,
         ));
     }
+    for g in guided_gains(records) {
+        let id = format!("guided-{}-{}", g.side.as_str(), g.part);
+        let cards = html::stats(vec![
+            html::stat(
+                &format!("{id}-gain"),
+                "gain in ROUGE-L",
+                Markup::text(&format!("{:.4}", g.gain)),
+                &format!(
+                    "95% [{:.4}, {:.4}], p {:.4}: {}",
+                    g.gain_ci95[0],
+                    g.gain_ci95[1],
+                    g.p_above,
+                    g.reading()
+                ),
+            ),
+            html::stat(
+                &format!("{id}-guided"),
+                "guided",
+                Markup::text(&format!("{:.4}", g.guided_rouge_l)),
+                "",
+            ),
+            html::stat(
+                &format!("{id}-general"),
+                "general",
+                Markup::text(&format!("{:.4}", g.general_rouge_l)),
+                "",
+            ),
+        ]);
+        body.push(html::section(
+            &id,
+            &format!("guided, {} set ({}, n={})", g.side.as_str(), g.part, g.n),
+            cards,
+        ));
+    }
     let statistics: Vec<&'static str> =
         STATISTICS.into_iter().filter(|s| records.values().any(|r| r.values.contains_key(*s))).collect();
     let mut columns = vec![
@@ -169,8 +254,8 @@ pub fn page(method: &str, records: &BTreeMap<String, ProbeRecord>, found: &[Sepa
             if let Some(error) = &r.error {
                 detail.push(html::pre(error));
             }
-            if let Some(answer) = &r.answer {
-                detail.push(html::text_tag("p", &[], "the model's answer:"));
+            for (prompt, answer) in &r.answers {
+                detail.push(html::text_tag("p", &[], &format!("the model's answer ({prompt}):")));
                 detail.push(html::pre(answer));
             }
             if !lowest.is_empty() {

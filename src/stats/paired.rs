@@ -104,6 +104,8 @@ pub struct Bootstrap {
     pub ci95: [f64; 2],
     /// Two-sided p-value of "no difference" (see [`paired_bootstrap`]).
     pub p_value: f64,
+    /// One-sided p-value of "new is not above base": `(1 + #{mean ≤ 0}) / (resamples + 1)`.
+    pub p_above: f64,
 }
 
 /// Paired bootstrap of the mean difference `new[i] − base[i]`: `resamples` times, draw as many
@@ -121,7 +123,7 @@ pub fn paired_bootstrap(base: &[f64], new: &[f64], resamples: usize, seed: u64) 
     let diffs: Vec<f64> = new.iter().zip(base).map(|(x, y)| x - y).collect();
     let delta = super::mean(&diffs);
     if n == 0 || resamples == 0 {
-        return Bootstrap { delta, ci95: [delta, delta], p_value: 1.0 };
+        return Bootstrap { delta, ci95: [delta, delta], p_value: 1.0, p_above: 1.0 };
     }
     let mut rng = SplitMix64::new(seed);
     let mut means: Vec<f64> = (0..resamples)
@@ -135,7 +137,8 @@ pub fn paired_bootstrap(base: &[f64], new: &[f64], resamples: usize, seed: u64) 
     let at_or_above = resamples - means.partition_point(|m| *m < 0.0);
     let tail = at_or_below.min(at_or_above);
     let p_value = (2.0 * (1 + tail) as f64 / (resamples + 1) as f64).min(1.0);
-    Bootstrap { delta, ci95: [percentile(&means, 0.025), percentile(&means, 0.975)], p_value }
+    let p_above = (1 + at_or_below) as f64 / (resamples + 1) as f64;
+    Bootstrap { delta, ci95: [percentile(&means, 0.025), percentile(&means, 0.975)], p_value, p_above }
 }
 
 /// An index in `0..n` drawn uniformly: multiply-shift maps 64 random bits onto `0..n` without
@@ -262,6 +265,13 @@ mod tests {
     fn bootstrap_of_identical_runs_is_a_point_at_zero() {
         let base = noisy(50, 7);
         let r = paired_bootstrap(&base, &base, 500, BOOTSTRAP_SEED);
-        assert_eq!(r, Bootstrap { delta: 0.0, ci95: [0.0, 0.0], p_value: 1.0 });
+        assert_eq!(r, Bootstrap { delta: 0.0, ci95: [0.0, 0.0], p_value: 1.0, p_above: 1.0 });
+    }
+
+    #[test]
+    fn the_one_sided_p_value_counts_resampled_means_at_or_below_zero() {
+        let (low, high) = (vec![0.0; 20], vec![1.0; 20]);
+        assert_eq!(paired_bootstrap(&low, &high, 999, 1).p_above, 1.0 / 1000.0);
+        assert_eq!(paired_bootstrap(&high, &low, 999, 1).p_above, 1.0);
     }
 }
