@@ -557,3 +557,32 @@ fn guided_gain_of_a_scripted_model_that_knows_the_target_is_significant_and_exac
         "{junit}"
     );
 }
+
+#[test]
+fn mink_on_a_suite_scores_each_item_as_published_with_its_gold_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites/mmlu/test.jsonl");
+    let control = dir.path().join("control.jsonl");
+    write_texts(&control, &["A few words the team wrote after the cutoff.".to_owned()]);
+    let out = dir.path().join("suite");
+    let output = repairbench()
+        .args(["probe", "contamination", "--suite", "mmlu", "--limit", "2", "--data"])
+        .arg(&data)
+        .arg("--control-texts")
+        .arg(&control)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let records = samples(&out);
+    assert_eq!(records.len(), 3);
+    // The first item, zero-shot, as the suite renders it, then the gold option's letter.
+    let first =
+        "The following are multiple choice questions (with answers) about elementary mathematics.\n\n\
+                 What is 10 divided by 2?\nA. 2\nB. 5\nC. 8\nD. 20\nAnswer: B";
+    let item = records.iter().find(|r| r["side"] == "target" && r["id"] == "0").unwrap();
+    assert_eq!(item["text_sha256"], repairbench::digest::sha256_hex(first));
+    assert_eq!(item["chars"], first.chars().count());
+    assert!(item["values"]["min_k"].as_f64().unwrap() < item["values"]["mean_logprob"].as_f64().unwrap());
+}
