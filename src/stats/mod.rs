@@ -1,7 +1,9 @@
 //! Honest numbers: unbiased pass@k, standard errors, mean ± std over seeds, paired tests
-//! between two runs ([`paired`]), and how well a score tells two sets apart ([`separation`]).
+//! between two runs ([`paired`]), how well a score tells two sets apart ([`separation`]), and
+//! how a score holds up when the options are rearranged ([`robustness`]).
 
 pub mod paired;
+pub mod robustness;
 pub mod separation;
 
 use serde::{Deserialize, Serialize};
