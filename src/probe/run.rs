@@ -13,7 +13,7 @@ use crate::kernel::fingerprint::FingerprintBuilder;
 use crate::kernel::Kernel;
 use crate::model::{LanguageModel, ModelError, ScoreOutput, ScoreRequest};
 use crate::report::{Fanout, FinalWriter, Reporter, RunRecords, Skipped, Tally};
-use crate::stats::separation::{auroc_with_interval, min_k_percent};
+use crate::stats::separation::{auroc_with_interval, min_k_count, min_k_percent};
 
 /// What scoring or answering one item gave.
 struct Scored {
@@ -172,7 +172,7 @@ fn min_k_values(scored: &ScoreOutput, k: u32) -> (BTreeMap<String, f64>, Vec<Sco
     let mut values = BTreeMap::new();
     if let Some(v) = min_k_percent(&logprobs, k) {
         values.insert("min_k".to_owned(), v);
-        values.insert("mean_logprob".to_owned(), logprobs.iter().sum::<f64>() / logprobs.len() as f64);
+        values.insert("mean_logprob".to_owned(), crate::stats::mean(&logprobs));
     }
     // Min-K%++ (Zhang et al. 2024): each token's log-probability standardized by the mean and
     // deviation of log p over its position's whole distribution; a flat distribution (std 0)
@@ -188,8 +188,7 @@ fn min_k_values(scored: &ScoreOutput, k: u32) -> (BTreeMap<String, f64>, Vec<Sco
     let mut lowest: Vec<ScoredToken> =
         scored.tokens.iter().map(|t| ScoredToken { text: t.text.clone(), logprob: t.logprob }).collect();
     lowest.sort_by(|a, b| a.logprob.total_cmp(&b.logprob));
-    let counted = (logprobs.len() * k as usize / 100).max(1);
-    lowest.truncate(counted.min(LOWEST_SHOWN));
+    lowest.truncate(min_k_count(logprobs.len(), k).min(LOWEST_SHOWN));
     (values, lowest)
 }
 

@@ -6,6 +6,11 @@ use crate::rng::SplitMix64;
 
 use super::paired::{draw_index, percentile};
 
+/// How many of `n` tokens Min-K% at `k_percent` averages: `⌊n · k / 100⌋`, at least one.
+pub fn min_k_count(n: usize, k_percent: u32) -> usize {
+    (n * k_percent as usize / 100).max(1)
+}
+
 /// Min-K% Prob: the mean log-probability of the `k_percent`% least likely tokens. The count is
 /// `⌊n · k / 100⌋` as in the reference code, but at least one token (the reference takes none
 /// when that rounds to zero, and its mean is then undefined). `None` for no tokens or a `k`
@@ -14,7 +19,7 @@ pub fn min_k_percent(logprobs: &[f64], k_percent: u32) -> Option<f64> {
     if logprobs.is_empty() || !(1..=100).contains(&k_percent) {
         return None;
     }
-    let count = (logprobs.len() * k_percent as usize / 100).max(1);
+    let count = min_k_count(logprobs.len(), k_percent);
     let mut sorted = logprobs.to_vec();
     sorted.sort_by(f64::total_cmp);
     Some(sorted[..count].iter().sum::<f64>() / count as f64)
