@@ -283,6 +283,7 @@ fn mc_record(seed: u64, doc: usize, subject: &str, right: bool) -> SampleRecord 
         choices,
         extracted: [("acc".to_owned(), Some("0".to_owned()))].into(),
         scores: [("acc".to_owned(), f64::from(u8::from(right)))].into(),
+        variant: None,
         fingerprint: None,
     }
 }
@@ -308,6 +309,7 @@ fn code_record(seed: u64, doc: usize, statuses: &[ProgramStatus]) -> SampleRecor
         choices: Vec::new(),
         extracted: Default::default(),
         scores: code_scores(statuses, &[1, 2]),
+        variant: None,
         fingerprint: None,
     }
 }

@@ -46,6 +46,18 @@ pub struct EvalArgs {
     /// Compute every item again instead of resuming from what an earlier run left in --out.
     #[arg(long)]
     pub force: bool,
+    /// Perturbations run beside each item's original, comma-separated: identity,
+    /// options.circular, options.permute:N, fewshot.order (README: Robustness).
+    #[arg(long, value_delimiter = ',', value_parser = suites::perturb::parse_family)]
+    pub perturb: Vec<suites::perturb::Family>,
+    /// Seed of the perturbations' variants, apart from the sampling seeds, so every model
+    /// sees the same variants.
+    #[arg(long, default_value_t = 0, requires = "perturb")]
+    pub perturb_seed: u64,
+    /// Variants per item of the families without a count of their own (identity,
+    /// fewshot.order).
+    #[arg(long, default_value_t = 1, requires = "perturb", value_parser = clap::value_parser!(u64).range(1..))]
+    pub variants: u64,
     #[command(flatten)]
     pub executor: super::executor::ExecutorArgs,
 }
@@ -72,6 +84,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
             force: args.force,
             only: None,
             boundary: args.boundary,
+            perturb: (!args.perturb.is_empty()).then_some(suites::perturb::PerturbSpec {
+                families: args.perturb,
+                seed: args.perturb_seed,
+                variants: args.variants as usize,
+            }),
         },
         model: args.model.choice(),
         workers,
@@ -122,5 +139,11 @@ pub fn print_summary(summary: &EvalSummary) {
         if let Some(acc) = metrics.get("acc") {
             println!("  [{group}] acc {:.4} ± {:.4} (n={})", acc.value, acc.stderr, acc.n);
         }
+    }
+    for (family, r) in &summary.robustness {
+        println!(
+            "  robust {family:<21} {} original {:.4}, variants {:.4}, worst case {:.4}, drop {:.4} [{:.4}, {:.4}], consistency {:.4} ({} variants of {} items)",
+            r.metric, r.original, r.variant_mean, r.worst_case, r.drop, r.drop_ci95[0], r.drop_ci95[1], r.consistency, r.variants, r.items
+        );
     }
 }

@@ -77,6 +77,8 @@ pub(super) fn find(base: &RunDir, new: &RunDir, paired: &BTreeSet<String>) -> Ve
             d.manifest_field(bm, nm, "suite");
             d.manifest_field(bm, nm, "fingerprint.suite_sha256");
             d.manifest_field(bm, nm, "fingerprint.shots");
+            // Variants differ with the families, their seed and the families' version.
+            d.manifest_field(bm, nm, "perturb");
             // The test file, then the few-shot file when there is one.
             let hashes = |m: &Value| {
                 at(m, "data")

@@ -8,11 +8,56 @@ use super::CompareError;
 use crate::kernel::store::StoredRecord;
 use crate::run::folder::{records_file, RunFolder};
 pub use crate::run::folder::{Records, RunKind};
+use crate::suites::robust;
+use crate::suites::SampleRecord;
 
 /// The SWE metric: whether the instance was resolved.
 pub const SWE_METRIC: &str = "resolved";
 /// A suite's primary metric, the first of these its samples carry.
 const SUITE_PRIMARY: [&str; 3] = ["pass@1", "acc", "exact_match"];
+
+/// A suite run's records of the original items: a perturbed run's variants are not items of
+/// their own, so the originals pair with a plain run's.
+fn originals(records: &BTreeMap<String, SampleRecord>) -> impl Iterator<Item = (&String, &SampleRecord)> {
+    records.iter().filter(|(_, r)| r.variant.is_none())
+}
+
+/// The metric prefix of a perturbation family's worst case: `robust@options.circular` is 1
+/// for an item right on its original and on every variant of the family, under the suite's
+/// primary metric.
+pub const ROBUST: &str = "robust@";
+
+/// Each original's worst case over `family`'s variants, as [`ROBUST`] says.
+fn robust_items(records: &BTreeMap<String, SampleRecord>, family: &str, items: &mut Items) {
+    let scores = originals(records).flat_map(|(_, r)| r.scores.keys());
+    let Some(primary) = crate::suites::reports::primary_metric(scores.collect::<Vec<_>>().into_iter()) else {
+        return;
+    };
+    for (key, r) in originals(records) {
+        let variants = robust::variants_of(records, key, family);
+        if let Some(failed) =
+            std::iter::once(r).chain(variants.iter().copied()).find(|v| v.is_infrastructure_failure())
+        {
+            items.excluded.insert(key.clone(), format!("harness errors in {}", failed.key()));
+            continue;
+        }
+        if variants.is_empty() {
+            items.excluded.insert(key.clone(), format!("no {family} variants"));
+            continue;
+        }
+        let value = f64::from(u8::from(
+            robust::is_right(r, &primary) && variants.iter().all(|v| robust::is_right(v, &primary)),
+        ));
+        let scored = Scored {
+            unit: r.doc_id.clone(),
+            value,
+            label: format_value(value),
+            single_sample: true,
+            order: (r.seed, r.index),
+        };
+        items.scored.insert(key.clone(), scored);
+    }
+}
 
 /// One output folder, read.
 pub(super) struct RunDir {
@@ -73,7 +118,7 @@ impl RunDir {
     pub fn keys(&self) -> BTreeSet<String> {
         match &self.records {
             Records::Swe(report) => report.instances.iter().map(|r| r.instance_id.clone()).collect(),
-            Records::Suite { by_key: records, .. } => records.keys().cloned().collect(),
+            Records::Suite { by_key: records, .. } => originals(records).map(|(k, _)| k.clone()).collect(),
         }
     }
 
@@ -82,7 +127,10 @@ impl RunDir {
         match &self.records {
             Records::Swe(_) => BTreeSet::from([SWE_METRIC.to_owned()]),
             Records::Suite { by_key: records, .. } => {
-                records.values().flat_map(|r| r.scores.keys().cloned()).collect()
+                let mut metrics: BTreeSet<String> =
+                    records.values().flat_map(|r| r.scores.keys().cloned()).collect();
+                metrics.extend(robust::families(records).into_iter().map(|f| format!("{ROBUST}{f}")));
+                metrics
             }
         }
     }
@@ -128,8 +176,11 @@ impl RunDir {
                     items.scored.insert(r.instance_id.clone(), scored);
                 }
             }
+            Records::Suite { by_key: records, .. } if metric.starts_with(ROBUST) => {
+                robust_items(records, &metric[ROBUST.len()..], &mut items);
+            }
             Records::Suite { by_key: records, .. } => {
-                for (key, r) in records {
+                for (key, r) in originals(records) {
                     if r.is_infrastructure_failure() {
                         let errors = r.scores.get("harness_errors").copied().unwrap_or(0.0);
                         items.excluded.insert(key.clone(), format!("{errors} harness error(s)"));

@@ -229,6 +229,7 @@ fn sample(seed: u64, doc: &str, index: usize, scores: &[(&str, f64)], outputs: u
         choices: Vec::new(),
         extracted: BTreeMap::new(),
         scores: scores.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        variant: None,
         fingerprint: None,
     }
 }
@@ -393,4 +394,39 @@ fn render_lists_flips_and_escapes_xml() {
     assert!(md.contains("Only in new (25):") && md.contains("`x19` and 5 more"), "{md}");
     let text = summary_text(&c);
     assert!(text.contains("verdict: regression") && text.contains("p = 0.0034"), "{text}");
+}
+
+/// A model locked on the letter A against one that reads the content, on questions whose gold
+/// is at A as published: plain accuracy cannot tell them apart, the circular worst case can.
+#[test]
+fn a_position_locked_model_regresses_on_robust_circular_only() {
+    use crate::suites::robust::fixtures::circular_run;
+    let root = tempfile::tempdir().unwrap();
+    let (base_dir, new_dir) = (root.path().join("base"), root.path().join("new"));
+    let reads_content = circular_run([0.0; 4], 2.0, &|_| 0);
+    let locked_on_a = circular_run([3.0, 0.0, 0.0, 0.0], 1.0, &|_| 0);
+    let with_perturb = |dir: &Path, records: &BTreeMap<String, SampleRecord>, seed: u64| {
+        let records: Vec<SampleRecord> = records.values().cloned().collect();
+        write_suite(dir, &records, &[0], 12);
+        let mut manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+        manifest["perturb"] =
+            json!({"families": ["options.circular"], "seed": seed, "variants": 1, "version": 1});
+        std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+    };
+    with_perturb(&base_dir, &reads_content, 0);
+    with_perturb(&new_dir, &locked_on_a, 0);
+    let plain = compare(&base_dir, &new_dir, &CompareOptions::default()).unwrap();
+    assert_eq!((plain.metric.as_str(), plain.n_pairs, plain.delta), ("acc", 12, 0.0));
+    assert_eq!(plain.verdict, Verdict::NoSignificantChange);
+    let robust_metric = "robust@options.circular";
+    let options = CompareOptions { metric: Some(robust_metric.into()), ..Default::default() };
+    let robust = compare(&base_dir, &new_dir, &options).unwrap();
+    assert_eq!((robust.n_pairs, robust.base, robust.new), (12, 1.0, 0.0));
+    assert_eq!(robust.verdict, Verdict::Regression, "p = {}", robust.p_value);
+    assert_eq!(robust.regressions.len(), 12);
+    // Another perturbation seed: refused, the field named.
+    with_perturb(&new_dir, &locked_on_a, 1);
+    let err = compare(&base_dir, &new_dir, &options).unwrap_err().to_string();
+    assert!(err.contains("manifest.json: perturb.seed: base 0, new 1"), "{err}");
 }

@@ -10,9 +10,10 @@ pub struct Outcome {
     pub correct: bool,
     /// Where the gold option was shown (0 = the first option).
     pub gold_position: usize,
-    /// The option chosen, as its index in the original order (so the same content has the same
-    /// index in every variant); `None` when no option was chosen.
-    pub chosen: Option<usize>,
+    /// What was answered, the same value for the same answer in every variant: for options,
+    /// the chosen option's index in the original order (so the same content has the same index
+    /// wherever it is shown); `None` when nothing was answered.
+    pub chosen: Option<u64>,
 }
 
 /// What [`robustness`] finds over a set of items.
@@ -99,7 +100,11 @@ mod tests {
                         let shown = rotation(4, r);
                         let gold_position = shown.iter().position(|&o| o == gold).unwrap();
                         let pick = choose(q, &shown, gold_position);
-                        Outcome { correct: pick == gold_position, gold_position, chosen: Some(shown[pick]) }
+                        Outcome {
+                            correct: pick == gold_position,
+                            gold_position,
+                            chosen: Some(shown[pick] as u64),
+                        }
                     })
                     .collect()
             })

@@ -17,8 +17,9 @@ use super::config::Suite;
 use super::data::{load_rows, read_completions};
 use super::def::{HubDataDef, SuiteKind};
 pub use super::items::mc_predictions;
-use super::items::{Run, GENERATE_CHUNK};
+use super::items::{Job, Run, GENERATE_CHUNK};
 use super::metrics::{aggregate_run, Aggregate, MetricResult};
+use super::perturb::{PerturbSpec, Variant};
 use super::prompt::{make_docs, render_with, Doc};
 use super::record::SampleRecord;
 use super::remote::ClusterEval;
@@ -52,6 +53,8 @@ pub struct EvalOptions {
     pub only: Option<BTreeSet<String>>,
     /// Multiple-choice suites: which tokens are a scored option's.
     pub boundary: Boundary,
+    /// Variants of every item besides the original (`--perturb`).
+    pub perturb: Option<PerturbSpec>,
 }
 
 impl EvalOptions {
@@ -68,6 +71,7 @@ impl EvalOptions {
             force: false,
             only: None,
             boundary: Boundary::default(),
+            perturb: None,
         }
     }
 }
@@ -82,6 +86,10 @@ pub struct EvalSummary {
     pub metrics: BTreeMap<String, MetricResult>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub groups: BTreeMap<String, BTreeMap<String, MetricResult>>,
+    /// Per perturbation family, how the primary metric holds up (`robustness` in
+    /// `results.json`); empty without `--perturb`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub robustness: BTreeMap<String, super::robust::FamilyRobustness>,
     pub config: serde_json::Value,
     /// Items computed now and items taken from an earlier, interrupted run.
     pub computed: usize,
@@ -266,6 +274,7 @@ pub fn evaluate_with(
         "boundary": boundary,
         "samples_file": match &opts.samples { Some(p) => Some(serde_json::json!({"path": p, "sha256": file_sha256(p)?})), None => None },
         "model": model_info.as_ref().map(|m| serde_json::json!({"source": m.source, "sha256": m.sha256})),
+        "perturb": opts.perturb.as_ref().map(PerturbSpec::to_json),
     });
     // The fingerprint leaves out paths (a moved cache or output directory still resumes), the
     // limit (records are per item) and the data (each record carries its row's hash).
@@ -290,7 +299,28 @@ pub fn evaluate_with(
         .value("boundary", &boundary)
         .value("model", &fingerprint["model_sha256"])
         .value("image", &run_image);
-    let item_fingerprint = |doc: &Doc| run_parts.clone().id("row", &row_sha256(doc)).finish();
+    let item_fingerprint = |doc: &Doc, variant: &Option<Variant>| {
+        let parts = run_parts.clone().id("row", &row_sha256(doc));
+        match variant {
+            Some(v) => parts.value("perturb", &v.fingerprint()).finish(),
+            None => parts.finish(),
+        }
+    };
+    let key_of = |seed: u64, doc: &Doc, variant: &Option<Variant>| match variant {
+        Some(v) => SampleRecord::variant_key(seed, &doc.id, v.family.name(), v.index),
+        None => SampleRecord::key_of(seed, &doc.id),
+    };
+    if let Some(spec) = &opts.perturb {
+        if cluster.is_some() {
+            return Err(SuiteError::Perturb {
+                suite: suite.def.name.clone(),
+                message: "perturbed runs run on this machine; leave out --executor".into(),
+            });
+        }
+        if let Some(message) = spec.families.iter().find_map(|&f| PerturbSpec::refusal(f, kind, shots)) {
+            return Err(SuiteError::Perturb { suite: suite.def.name.clone(), message });
+        }
+    }
 
     std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
     let samples_path = opts.out.join("samples.jsonl");
@@ -298,7 +328,7 @@ pub fn evaluate_with(
     let results_path = opts.out.join("results.json");
     let mut results_json = FinalWriter::new(|run: &RunRecords<SampleRecord>| {
         let Aggregate { metrics, groups } = aggregate_run(&run.records, &seeds, &doc_ids);
-        let results = serde_json::json!({
+        let mut results = serde_json::json!({
             "suite": suite.def.name,
             "kind": kind,
             "items": doc_ids.len(),
@@ -307,6 +337,10 @@ pub fn evaluate_with(
             "groups": groups,
             "config": config,
         });
+        if opts.perturb.is_some() {
+            results["robustness"] =
+                serde_json::json!(super::robust::robustness(&run.records, &seeds, &doc_ids));
+        }
         crate::report::write_json_atomic(&results_path, &results)
     });
     let mut report_files = super::reports::report_files(&opts.out, &suite.def.name, &seeds, &doc_ids);
@@ -314,13 +348,24 @@ pub fn evaluate_with(
     let mut kernel =
         Kernel::open(&format!("eval {}", suite.def.name), &samples_path, opts.force, &mut subscribers)
             .map_err(SuiteError::Report)?;
-    let mut items: Vec<(u64, Doc)> =
-        seeds.iter().flat_map(|&seed| docs.iter().map(move |d| (seed, d.clone()))).collect();
+    let mut items: Vec<(u64, Doc, Option<Variant>)> = Vec::new();
+    for &seed in &seeds {
+        for doc in &docs {
+            items.push((seed, doc.clone(), None));
+            if let Some(spec) = &opts.perturb {
+                let options = match kind {
+                    SuiteKind::MultipleChoice => super::prompt::choice_item(suite, doc, seed)?.choices.len(),
+                    _ => 0,
+                };
+                items.extend(spec.variants_of(options).into_iter().map(|v| (seed, doc.clone(), Some(v))));
+            }
+        }
+    }
     if let Some(only) = &opts.only {
-        items.retain(|(seed, doc)| only.contains(&SampleRecord::key_of(*seed, &doc.id)));
+        items.retain(|(seed, doc, variant)| only.contains(&key_of(*seed, doc, variant)));
     }
     let todo = kernel
-        .plan(items, |(seed, doc)| (SampleRecord::key_of(*seed, &doc.id), item_fingerprint(doc)))
+        .plan(items, |(seed, doc, variant)| (key_of(*seed, doc, variant), item_fingerprint(doc, variant)))
         .map_err(SuiteError::Report)?;
     let resumed = kernel.resume_summary().reused;
     let recomputed = kernel.resume_summary().recomputed_again();
@@ -335,7 +380,9 @@ pub fn evaluate_with(
             model: model_info.as_ref().filter(|_| completions.is_none()),
             force: opts.force,
         };
-        let (report, stored) = super::remote::evaluate_on_ray(cluster, &mut kernel, &todo, &inputs)?;
+        let items =
+            todo.iter().map(|((seed, doc, variant), f)| (key_of(*seed, doc, variant), f.to_json())).collect();
+        let (report, stored) = super::remote::evaluate_on_ray(cluster, &mut kernel, items, &inputs)?;
         computed = stored;
         executor = Some(cluster.ray.manifest_entry(&report));
     }
@@ -350,20 +397,20 @@ pub fn evaluate_with(
             kernel.finish_item(record, &outcome.0, outcome.1).map_err(SuiteError::Report)
         };
     for &seed in &seeds {
-        let todo: Vec<(&Doc, &Fingerprint)> =
-            todo.iter().filter(|((s, _), _)| *s == seed).map(|((_, d), f)| (d, f)).collect();
+        let todo: Vec<(Job<'_>, &Fingerprint)> =
+            todo.iter().filter(|((s, _, _), _)| *s == seed).map(|((_, d, v), f)| ((d, *v), f)).collect();
         match kind {
             SuiteKind::MultipleChoice => {
-                for (doc, fingerprint) in &todo {
-                    keep(&mut kernel, run.multiple_choice(seed, doc)?, fingerprint)?;
+                for &(job, fingerprint) in &todo {
+                    keep(&mut kernel, run.multiple_choice(seed, job)?, fingerprint)?;
                 }
             }
             // Several docs per call so that the model can decode them together; each record is
             // kept as soon as its chunk is done.
             SuiteKind::Generate => {
                 for chunk in todo.chunks(GENERATE_CHUNK) {
-                    let docs: Vec<&Doc> = chunk.iter().map(|(d, _)| *d).collect();
-                    for (record, (_, fingerprint)) in run.generate(seed, &docs).into_iter().zip(chunk) {
+                    let jobs: Vec<Job<'_>> = chunk.iter().map(|(job, _)| *job).collect();
+                    for (record, (_, fingerprint)) in run.generate(seed, &jobs).into_iter().zip(chunk) {
                         keep(&mut kernel, record?, fingerprint)?;
                     }
                 }
@@ -371,8 +418,8 @@ pub fn evaluate_with(
             // Many programs per container, to keep the sandbox overhead low.
             SuiteKind::Code => {
                 for batch in todo.chunks(opts.code_batch.max(1)) {
-                    let docs: Vec<Doc> = batch.iter().map(|(d, _)| (*d).clone()).collect();
-                    for (record, (_, fingerprint)) in run.code_batch(seed, &docs)?.into_iter().zip(batch) {
+                    let jobs: Vec<Job<'_>> = batch.iter().map(|(job, _)| *job).collect();
+                    for (record, (_, fingerprint)) in run.code_batch(seed, &jobs)?.into_iter().zip(batch) {
                         keep(&mut kernel, record, fingerprint)?;
                     }
                 }
@@ -382,6 +429,7 @@ pub fn evaluate_with(
     let run_records =
         kernel.finish_with(|records| count_outcomes(kind, records)).map_err(SuiteError::Report)?;
     let Aggregate { metrics, groups } = aggregate_run(&run_records.records, &seeds, &doc_ids);
+    let robustness = super::robust::robustness(&run_records.records, &seeds, &doc_ids);
     let summary = EvalSummary {
         suite: suite.def.name.clone(),
         kind,
@@ -389,6 +437,7 @@ pub fn evaluate_with(
         seeds: seeds.clone(),
         metrics,
         groups,
+        robustness,
         config: config.clone(),
         computed,
         resumed,
@@ -408,6 +457,7 @@ pub fn evaluate_with(
         "model": model_info,
         "data": config["data"],
         "samples_file": config["samples_file"],
+        "perturb": config["perturb"],
         "items": summary.items,
         "seeds": summary.seeds,
         "computed": computed,

@@ -9,7 +9,10 @@ use crate::model::{
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::Suite;
-use super::prompt::{build_prompt, choice_item, render_with, stable_hash, Doc};
+use super::perturb::{Variant, VariantRecord};
+use super::prompt::{
+    build_prompt_shown, choice_item, choice_item_shown, fewshot_examples, render_with, stable_hash, Doc,
+};
 use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
 use super::SuiteError;
 use crate::digest::sha256_hex;
@@ -18,19 +21,23 @@ use crate::digest::sha256_hex;
 /// sequences full while records are still kept every few dozen docs.
 pub(super) const GENERATE_CHUNK: usize = 32;
 
+/// An item to compute: a document, as it is or as a variant shows it.
+pub(super) type Job<'d> = (&'d Doc, Option<Variant>);
+
 /// The request for one item of a generation suite: the suite's generation settings, and a
-/// sampling seed from (run seed, document id) so an item's output does not depend on order.
-fn generation_request(suite: &Suite, text: &str, seed: u64, doc: &Doc) -> GenerateRequest {
+/// sampling seed from (run seed, document id) so an item's output does not depend on order
+/// (and from the variant's salt for `identity`).
+fn generation_request(suite: &Suite, text: &str, seed: u64, (doc, variant): Job<'_>) -> GenerateRequest {
     let g = suite.generation().expect("generation suites have [generation]");
+    let salt = variant.and_then(|v| v.sampling_salt(&doc.id));
+    let sample_seed = match salt {
+        Some(salt) => stable_hash(&[b"sample", &seed.to_le_bytes(), doc.id.as_bytes(), &salt.to_le_bytes()]),
+        None => stable_hash(&[b"sample", &seed.to_le_bytes(), doc.id.as_bytes()]),
+    };
     GenerateRequest {
         prompt: to_model_prompt(suite, text),
         max_tokens: g.max_tokens,
-        sampling: Sampling {
-            temperature: g.temperature,
-            top_k: g.top_k,
-            top_p: g.top_p,
-            seed: stable_hash(&[b"sample", &seed.to_le_bytes(), doc.id.as_bytes()]),
-        },
+        sampling: Sampling { temperature: g.temperature, top_k: g.top_k, top_p: g.top_p, seed: sample_seed },
         stop: g.stop.clone(),
         n: g.n,
     }
@@ -57,7 +64,38 @@ pub(super) struct Run<'a, 'm> {
 }
 
 impl Run<'_, '_> {
-    fn base_record(&self, seed: u64, doc: &Doc, prompt: String) -> SampleRecord {
+    /// The prompt of `doc` as `variant` shows it (the few-shot examples in its order), and the
+    /// variant's record given the options it showed.
+    fn prompt_for(
+        &self,
+        seed: u64,
+        (doc, variant): Job<'_>,
+        item: Option<&super::prompt::ChoiceItem>,
+        option_order: Option<Vec<usize>>,
+    ) -> Result<(String, Option<VariantRecord>), SuiteError> {
+        let examples = fewshot_examples(self.suite, &self.pool, doc, self.shots, seed).len();
+        let fewshot_order = variant.and_then(|v| v.fewshot_order(&doc.id, examples));
+        let order = fewshot_order.clone();
+        let shown = move |_: usize| order.clone().expect("only called with an order");
+        let prompt = build_prompt_shown(
+            self.suite,
+            &self.pool,
+            doc,
+            item,
+            self.shots,
+            seed,
+            fewshot_order.is_some().then_some(&shown as &dyn Fn(usize) -> Vec<usize>),
+        )?;
+        Ok((prompt, variant.map(|v| VariantRecord::new(&v, option_order, fewshot_order))))
+    }
+
+    fn base_record(
+        &self,
+        seed: u64,
+        doc: &Doc,
+        prompt: String,
+        variant: Option<VariantRecord>,
+    ) -> SampleRecord {
         SampleRecord {
             suite: self.suite.def.name.clone(),
             seed,
@@ -71,6 +109,7 @@ impl Run<'_, '_> {
             choices: Vec::new(),
             extracted: BTreeMap::new(),
             scores: BTreeMap::new(),
+            variant,
             fingerprint: None,
         }
     }
@@ -80,9 +119,14 @@ impl Run<'_, '_> {
         &mut **self.model.as_mut().expect("checked before the run")
     }
 
-    pub(super) fn multiple_choice(&mut self, seed: u64, doc: &Doc) -> Result<SampleRecord, SuiteError> {
-        let item = choice_item(self.suite, doc, seed)?;
-        let context = build_prompt(self.suite, &self.pool, doc, Some(&item), self.shots, seed)?;
+    pub(super) fn multiple_choice(&mut self, seed: u64, job: Job<'_>) -> Result<SampleRecord, SuiteError> {
+        let (doc, variant) = job;
+        let mut item = choice_item(self.suite, doc, seed)?;
+        let option_order = variant.and_then(|v| v.option_order(&doc.id, item.choices.len()));
+        if let Some(order) = &option_order {
+            item = choice_item_shown(self.suite, doc, seed, Some(order))?;
+        }
+        let (context, variant) = self.prompt_for(seed, job, Some(&item), option_order)?;
         let delimiter = self.suite.def.prompt.target_delimiter.clone();
         let requests: Vec<ScoreRequest> = item
             .continuations
@@ -97,7 +141,7 @@ impl Run<'_, '_> {
             .model()
             .score(&requests)
             .map_err(|source| SuiteError::Model { doc_id: doc.id.clone(), source: Box::new(source) })?;
-        let mut record = self.base_record(seed, doc, context);
+        let mut record = self.base_record(seed, doc, context, variant);
         record.target = item.gold.into();
         for ((req, cont), out) in requests.iter().zip(&item.continuations).zip(&scored) {
             record.choices.push(ChoiceRecord {
@@ -117,11 +161,15 @@ impl Run<'_, '_> {
     }
 
     /// Generates for `docs` together (the model may batch them); one result per doc, in order.
-    pub(super) fn generate(&mut self, seed: u64, docs: &[&Doc]) -> Vec<Result<SampleRecord, SuiteError>> {
+    pub(super) fn generate(&mut self, seed: u64, docs: &[Job<'_>]) -> Vec<Result<SampleRecord, SuiteError>> {
         let mut requests = Vec::with_capacity(docs.len());
-        for doc in docs {
-            match build_prompt(self.suite, &self.pool, doc, None, self.shots, seed) {
-                Ok(prompt) => requests.push(generation_request(self.suite, &prompt, seed, doc)),
+        let mut variants = Vec::with_capacity(docs.len());
+        for &job in docs {
+            match self.prompt_for(seed, job, None, None) {
+                Ok((prompt, variant)) => {
+                    requests.push(generation_request(self.suite, &prompt, seed, job));
+                    variants.push(variant);
+                }
                 // Docs before the bad one still run; the run stops at its error.
                 Err(e) => {
                     let mut results = self.generate(seed, &docs[..requests.len()]);
@@ -133,12 +181,13 @@ impl Run<'_, '_> {
         let outputs = self.model().generate_many(&requests);
         docs.iter()
             .zip(outputs)
-            .map(|(doc, out)| {
+            .zip(variants)
+            .map(|((&(doc, _), out), variant)| {
                 let out = out.map_err(|source| SuiteError::Model {
                     doc_id: doc.id.clone(),
                     source: Box::new(source),
                 })?;
-                self.generation_record(seed, doc, out)
+                self.generation_record(seed, doc, out, variant)
             })
             .collect()
     }
@@ -148,8 +197,9 @@ impl Run<'_, '_> {
         seed: u64,
         doc: &Doc,
         out: GenerateOutput,
+        variant: Option<VariantRecord>,
     ) -> Result<SampleRecord, SuiteError> {
-        let mut record = self.base_record(seed, doc, out.prompt_text.clone());
+        let mut record = self.base_record(seed, doc, out.prompt_text.clone(), variant);
         let target_text = render_with(self.suite, doc, "answer_target", &[])?;
         let answer_match = self.suite.answer_match.as_ref().expect("generate suites declare [answer]");
         let target = answer_match.normalize(&target_text);
@@ -187,27 +237,33 @@ impl Run<'_, '_> {
 
     /// Generates (or looks up) completions for a batch of items, runs their programs in one
     /// sandbox environment, and returns the finished records.
-    pub(super) fn code_batch(&mut self, seed: u64, batch: &[Doc]) -> Result<Vec<SampleRecord>, SuiteError> {
+    pub(super) fn code_batch(
+        &mut self,
+        seed: u64,
+        batch: &[Job<'_>],
+    ) -> Result<Vec<SampleRecord>, SuiteError> {
         let code = self.suite.code().expect("checked at load").clone();
         let mut records = Vec::new();
         let mut programs = Vec::new();
-        let prompts: Vec<String> = batch
+        let (prompts, variants): (Vec<String>, Vec<Option<VariantRecord>>) = batch
             .iter()
-            .map(|doc| build_prompt(self.suite, &self.pool, doc, None, self.shots, seed))
-            .collect::<Result<_, _>>()?;
+            .map(|&job| self.prompt_for(seed, job, None, None))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
         // Every completion of the batch first (the model decodes them together), then one
         // sandbox run for all their programs.
         let generated: Vec<(String, Vec<String>)> = match &self.completions {
             Some(map) => batch
                 .iter()
                 .zip(&prompts)
-                .map(|(doc, prompt)| (prompt.clone(), map.get(&doc.id).cloned().unwrap_or_default()))
+                .map(|((doc, _), prompt)| (prompt.clone(), map.get(&doc.id).cloned().unwrap_or_default()))
                 .collect(),
             None => {
                 let requests: Vec<GenerateRequest> = batch
                     .iter()
                     .zip(&prompts)
-                    .map(|(doc, prompt)| {
+                    .map(|(&job, prompt)| {
                         let mut sent = prompt.clone();
                         if self.suite.def.prompt.strip_trailing_newline && sent.ends_with('\n') {
                             sent.pop();
@@ -215,14 +271,14 @@ impl Run<'_, '_> {
                                 sent.pop();
                             }
                         }
-                        generation_request(self.suite, &sent, seed, doc)
+                        generation_request(self.suite, &sent, seed, job)
                     })
                     .collect();
                 let outputs = self.model().generate_many(&requests);
                 batch
                     .iter()
                     .zip(outputs)
-                    .map(|(doc, out)| {
+                    .map(|((doc, _), out)| {
                         let out = out.map_err(|source| SuiteError::Model {
                             doc_id: doc.id.clone(),
                             source: Box::new(source),
@@ -232,8 +288,10 @@ impl Run<'_, '_> {
                     .collect::<Result<_, SuiteError>>()?
             }
         };
-        for ((doc, prompt), (sent, completions)) in batch.iter().zip(&prompts).zip(generated) {
-            let mut record = self.base_record(seed, doc, sent);
+        for (((&(doc, _), prompt), (sent, completions)), variant) in
+            batch.iter().zip(&prompts).zip(generated).zip(variants)
+        {
+            let mut record = self.base_record(seed, doc, sent, variant);
             for completion in completions {
                 let source = render_with(
                     self.suite,

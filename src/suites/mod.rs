@@ -15,10 +15,12 @@ pub mod extract;
 pub mod html;
 mod items;
 pub mod metrics;
+pub mod perturb;
 pub mod prompt;
 pub mod record;
 pub mod remote;
 pub mod reports;
+pub mod robust;
 pub mod source;
 pub mod template;
 
@@ -81,6 +83,8 @@ pub enum SuiteError {
     Executor(#[source] crate::executor::ExecutorError),
     #[error("{what}")]
     Remote { what: String },
+    #[error("suite `{suite}`: {message}")]
+    Perturb { suite: String, message: String },
     #[error("{count} items got no record from the cluster (first: {first}); the records that came back are kept: rerun to send the rest")]
     Unfinished { count: usize, first: String },
 }

@@ -124,6 +124,25 @@ pub struct ChoiceItem {
 /// Options, gold and continuations of `doc` under `seed`. With `shuffle`, the order comes
 /// from a hash of the row's content (its question) and the seed.
 pub fn choice_item(suite: &Suite, doc: &Doc, seed: u64) -> Result<ChoiceItem, SuiteError> {
+    choice_item_shown(suite, doc, seed, None)
+}
+
+/// Whole options moved to the places `order` gives (`order[i]`: the option shown at `i`), the
+/// gold with its content.
+fn reorder(choices: Vec<String>, gold: usize, order: &[usize]) -> (Vec<String>, usize) {
+    let shown: Vec<String> = order.iter().map(|&i| choices[i].clone()).collect();
+    let gold = order.iter().position(|&i| i == gold).expect("a permutation contains every index");
+    (shown, gold)
+}
+
+/// [`choice_item`] with the presented options then shown in `order` (a perturbation's), before
+/// the continuations are rendered, so each option's letter is the one of its new place.
+pub fn choice_item_shown(
+    suite: &Suite,
+    doc: &Doc,
+    seed: u64,
+    order: Option<&[usize]>,
+) -> Result<ChoiceItem, SuiteError> {
     let def = suite.def.choices.as_ref().expect("checked at load: multiple choice has [choices]").get_ref();
     let ctx = to_value(row_context(&doc.row));
     let list = suite.templates.eval("choices", &ctx).map_err(|e| doc.err(e.to_string()))?;
@@ -171,11 +190,16 @@ pub fn choice_item(suite: &Suite, doc: &Doc, seed: u64) -> Result<ChoiceItem, Su
         let row_json = serde_json::to_string(&doc.row.fields).expect("a JSON map serializes");
         let order =
             permutation(choices.len(), stable_hash(&[b"shuffle", &seed.to_le_bytes(), row_json.as_bytes()]));
-        let shuffled: Vec<String> = order.iter().map(|&i| choices[i].clone()).collect();
-        let new_gold = order.iter().position(|&i| i == gold).expect("a permutation contains every index");
-        (shuffled, new_gold)
+        reorder(choices, gold, &order)
     } else {
         (choices, gold)
+    };
+    let (choices, gold) = match order {
+        Some(order) if order.len() == choices.len() => reorder(choices, gold, order),
+        Some(order) => {
+            return Err(doc.err(format!("an option order of {} for {} options", order.len(), choices.len())))
+        }
+        None => (choices, gold),
     };
     let mut continuations = Vec::with_capacity(choices.len());
     for (i, choice) in choices.iter().enumerate() {
@@ -244,12 +268,30 @@ pub fn build_prompt(
     k: usize,
     seed: u64,
 ) -> Result<String, SuiteError> {
+    build_prompt_shown(suite, pool, doc, item, k, seed, None)
+}
+
+/// [`build_prompt`] with the few-shot examples shown in the order `fewshot_order` gives for
+/// their count (a perturbation's): `order[i]` is the example shown `i`-th.
+pub fn build_prompt_shown(
+    suite: &Suite,
+    pool: &[Doc],
+    doc: &Doc,
+    item: Option<&ChoiceItem>,
+    k: usize,
+    seed: u64,
+    fewshot_order: Option<&dyn Fn(usize) -> Vec<usize>>,
+) -> Result<String, SuiteError> {
     let p = &suite.def.prompt;
     let mut out = String::new();
     if suite.templates.has("description") {
         out.push_str(&render_text(suite, doc, item, "description")?);
     }
-    for example in fewshot_examples(suite, pool, doc, k, seed) {
+    let mut examples = fewshot_examples(suite, pool, doc, k, seed);
+    if let Some(order) = fewshot_order {
+        examples = order(examples.len()).into_iter().map(|i| examples[i]).collect();
+    }
+    for example in examples {
         let ex_item = match suite.kind() {
             SuiteKind::MultipleChoice => Some(choice_item(suite, example, seed)?),
             _ => None,

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::code::ProgramStatus;
+use super::perturb::VariantRecord;
 use crate::kernel::fingerprint::Fingerprint;
 use crate::kernel::store::StoredRecord;
 
@@ -52,6 +53,9 @@ pub struct SampleRecord {
     pub extracted: BTreeMap<String, Option<String>>,
     /// Per-item values of every metric; the reported metrics are their means.
     pub scores: BTreeMap<String, f64>,
+    /// Which perturbation variant of the item this is; absent on the original.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub variant: Option<VariantRecord>,
     /// What the record was made from (suite file, data row, few-shot data, model, code...);
     /// resume recomputes the item when any part changes.
     #[serde(default)]
@@ -63,11 +67,19 @@ impl SampleRecord {
     pub fn key_of(seed: u64, doc_id: &str) -> String {
         format!("{seed}:{doc_id}")
     }
+
+    /// The store key of a variant of an item: the original's with `@FAMILY#INDEX` added.
+    pub fn variant_key(seed: u64, doc_id: &str, family: &str, index: usize) -> String {
+        Self::key_of(seed, doc_id) + &VariantRecord::key_suffix(family, index)
+    }
 }
 
 impl StoredRecord for SampleRecord {
     fn key(&self) -> String {
-        Self::key_of(self.seed, &self.doc_id)
+        match &self.variant {
+            Some(v) => Self::variant_key(self.seed, &self.doc_id, &v.family, v.index),
+            None => Self::key_of(self.seed, &self.doc_id),
+        }
     }
 
     fn fingerprint(&self) -> Option<Fingerprint> {

@@ -11,13 +11,11 @@ use crate::executor::package::Package;
 use crate::executor::{
     units, worker_entrypoint, Admission, DispatchReport, ExecutorError, RayRun, UnitWork, WORKER_EXE,
 };
-use crate::kernel::fingerprint::Fingerprint;
 use crate::kernel::store::StoredRecord;
 use crate::kernel::Kernel;
 use crate::model::ModelInfo;
 
 use super::config::Suite;
-use super::prompt::Doc;
 use super::record::SampleRecord;
 use super::reports::outcome_label;
 use super::SuiteError;
@@ -131,20 +129,16 @@ impl UnitWork for Collect<'_, '_> {
     }
 }
 
-/// Evaluates `todo` on the cluster, storing each record through `kernel` as it comes. Returns
+/// Evaluates `items` (each record's key and fingerprint) on the cluster, storing each record through `kernel` as it comes. Returns
 /// the dispatch and the records stored; items left without a record are an error (what came
 /// back stays stored, and a rerun sends only the rest).
 pub(super) fn evaluate_on_ray(
     cluster: &ClusterEval,
     kernel: &mut Kernel<'_, SampleRecord>,
-    todo: &[((u64, Doc), Fingerprint)],
+    items: Vec<(String, serde_json::Value)>,
     inputs: &Inputs,
 ) -> Result<(DispatchReport, usize), SuiteError> {
     let (package, args) = package(cluster, inputs)?;
-    let items: Vec<(String, serde_json::Value)> = todo
-        .iter()
-        .map(|((seed, doc), fingerprint)| (SampleRecord::key_of(*seed, &doc.id), fingerprint.to_json()))
-        .collect();
     let admission = Admission::new(items.iter().cloned().collect());
     let mut collect = Collect { kernel, admission, args, stored: 0 };
     let report = cluster

@@ -13,6 +13,7 @@ use crate::report::{write_text_atomic, FinalWriter, ReportError, Reporter, RunRe
 
 use super::metrics::{aggregate_run, Aggregate};
 use super::record::SampleRecord;
+use super::robust::FamilyRobustness;
 use super::SuiteKind;
 
 /// The metric a suite is judged by: pass@1, acc or exact_match, whichever it has, else its
@@ -40,6 +41,9 @@ pub fn outcome_label(record: &SampleRecord) -> (String, bool) {
 /// Items right and wrong by their first metric, and the same in words for a suite of `kind`.
 pub fn count_outcomes(kind: SuiteKind, records: &BTreeMap<String, SampleRecord>) -> Tally {
     let mut counts = BTreeMap::new();
+    // Variants are counted in `robustness`, not as items.
+    let records: BTreeMap<&String, &SampleRecord> =
+        records.iter().filter(|(_, r)| r.variant.is_none()).collect();
     for record in records.values() {
         let (_, success) = outcome_label(record);
         *counts.entry(if success { "right" } else { "wrong" }.to_owned()).or_default() += 1;
@@ -53,7 +57,12 @@ pub fn count_outcomes(kind: SuiteKind, records: &BTreeMap<String, SampleRecord>)
 }
 
 /// `report.md`.
-pub fn markdown(suite: &str, seeds: &[u64], aggregate: &Aggregate) -> String {
+pub fn markdown(
+    suite: &str,
+    seeds: &[u64],
+    aggregate: &Aggregate,
+    robustness: &BTreeMap<String, FamilyRobustness>,
+) -> String {
     let mut out = format!("## repairbench eval {suite} (seeds {seeds:?})\n\n");
     let rows: Vec<Vec<String>> = aggregate
         .metrics
@@ -81,6 +90,9 @@ pub fn markdown(suite: &str, seeds: &[u64], aggregate: &Aggregate) -> String {
             out.push_str(&table(&["subject", first, "n"], &rows));
         }
     }
+    if !robustness.is_empty() {
+        out.push_str(&robustness_markdown(robustness));
+    }
     if let Some(errors) = aggregate.metrics.get("harness_errors").filter(|m| m.sum > 0.0) {
         out.push_str(&format!(
             "\n**{} item(s) hit harness errors** and are left out of the metrics; a rerun retries them.\n",
@@ -90,10 +102,68 @@ pub fn markdown(suite: &str, seeds: &[u64], aggregate: &Aggregate) -> String {
     out
 }
 
-/// `junit.xml`: an item passes when its first metric is positive.
+/// `report.md`'s robustness part: a row per family, then recall by gold position and the
+/// selection rate per letter for the option families.
+fn robustness_markdown(robustness: &BTreeMap<String, FamilyRobustness>) -> String {
+    let rows: Vec<Vec<String>> = robustness
+        .iter()
+        .map(|(family, r)| {
+            vec![
+                family.clone(),
+                r.metric.clone(),
+                format!("{:.4}", r.original),
+                format!("{:.4}", r.variant_mean),
+                format!("{:.4}", r.worst_case),
+                format!("{:.4} [{:.4}, {:.4}]", r.drop, r.drop_ci95[0], r.drop_ci95[1]),
+                r.identity_drop.map_or("–".into(), |d| format!("{d:.4}")),
+                format!("{:.4} / {:.4}", r.flips_right_to_wrong, r.flips_wrong_to_right),
+                format!("{:.4}", r.consistency),
+                format!("{} × {}", r.items, r.variants),
+            ]
+        })
+        .collect();
+    let mut out = String::from("\nRobustness (each family's variants against the originals):\n\n");
+    out.push_str(&table(
+        &[
+            "family",
+            "metric",
+            "original",
+            "variants",
+            "worst case",
+            "drop [95%]",
+            "identity drop",
+            "flips right→wrong / wrong→right",
+            "consistency",
+            "items × variants",
+        ],
+        &rows,
+    ));
+    for (family, r) in robustness {
+        let Some(o) = &r.options else { continue };
+        let letters: Vec<String> = o.selection_rate.keys().cloned().collect();
+        let recall: Vec<String> =
+            o.recall_by_position.iter().map(|x| x.map_or("–".into(), |v| format!("{v:.4}"))).collect();
+        let chosen: Vec<String> = o.selection_rate.values().map(|v| format!("{v:.4}")).collect();
+        let header: Vec<&str> = std::iter::once("").chain(letters.iter().map(String::as_str)).collect();
+        out.push_str(&format!(
+            "\n{family}: RStd {:.4}; PriDe-debiased accuracy {:.4} (prior from {} document(s))\n\n",
+            o.rstd, o.pride_accuracy, o.pride_estimation_items
+        ));
+        let rows = vec![
+            std::iter::once("recall when the gold is here".to_owned()).chain(recall).collect(),
+            std::iter::once("chosen here".to_owned()).chain(chosen).collect(),
+        ];
+        out.push_str(&table(&header, &rows));
+    }
+    out
+}
+
+/// `junit.xml`: an item passes when its first metric is positive (the originals; variants are
+/// judged in `robustness`).
 pub fn junit(suite: &str, records: &BTreeMap<String, SampleRecord>) -> String {
     let cases: Vec<Case> = records
         .iter()
+        .filter(|(_, record)| record.variant.is_none())
         .map(|(key, record)| {
             let (label, success) = outcome_label(record);
             let outcome = if success {
@@ -132,7 +202,8 @@ pub fn write_views(
     records: &BTreeMap<String, SampleRecord>,
 ) -> Result<(), ReportError> {
     let aggregate = aggregate_run(records, seeds, doc_ids);
-    write_text_atomic(&out.join(VIEWS[0]), &markdown(suite, seeds, &aggregate))?;
+    let robustness = super::robust::robustness(records, seeds, doc_ids);
+    write_text_atomic(&out.join(VIEWS[0]), &markdown(suite, seeds, &aggregate, &robustness))?;
     write_text_atomic(&out.join(VIEWS[1]), &junit(suite, records))?;
     write_text_atomic(&out.join(VIEWS[2]), &super::html::html(suite, seeds, &aggregate, records, doc_ids))
 }

@@ -1,0 +1,188 @@
+//! Perturbed suite runs through the real default model (SmolLM2-135M) on the small fixtures:
+//! options that are never shown change nothing, options that are shown move with their
+//! content, and variants resume and pair like originals.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use repairbench::kernel::store::StoredRecord;
+use repairbench::model::{Engine, LanguageModel};
+use repairbench::suites::perturb::{Family, PerturbSpec};
+use repairbench::suites::{evaluate, load_suite, EvalOptions, EvalSummary, SampleRecord};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites")
+}
+
+fn model() -> Engine {
+    Engine::load(repairbench::model::DEFAULT_MODEL).expect("the default model GGUF must be present")
+}
+
+fn records(out: &Path) -> BTreeMap<String, SampleRecord> {
+    std::fs::read_to_string(out.join("samples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<SampleRecord>(l).unwrap())
+        .map(|r| (r.key(), r))
+        .collect()
+}
+
+fn run(engine: &mut Engine, suite: &str, data: &str, out: &Path, spec: Option<PerturbSpec>) -> EvalSummary {
+    let suite = load_suite(suite).unwrap();
+    let mut opts = EvalOptions::new(out);
+    opts.data = Some(fixtures().join(data));
+    opts.shots = Some(0);
+    opts.perturb = spec;
+    evaluate(&suite, &opts, Some(engine as &mut dyn LanguageModel), None).unwrap()
+}
+
+fn circular() -> Option<PerturbSpec> {
+    Some(PerturbSpec { families: vec![Family::OptionsCircular], seed: 0, variants: 1 })
+}
+
+/// ARC and HellaSwag score each option after the same question and never list the options, so
+/// rotating them changes no prompt, no score and no choice.
+#[test]
+fn options_never_shown_change_nothing_when_rotated() {
+    let mut engine = model();
+    let dir = tempfile::tempdir().unwrap();
+    for (suite, data) in [("arc_easy", "arc"), ("hellaswag", "hellaswag")] {
+        let out = dir.path().join(suite);
+        let summary = run(&mut engine, suite, data, &out, circular());
+        let r = &summary.robustness["options.circular"];
+        // 4 + 4 + 3 options in ARC's fixture, 4 each in HellaSwag's: n - 1 rotations each.
+        let expected_variants = if suite == "arc_easy" { 3 + 3 + 2 } else { 9 };
+        assert_eq!((r.items, r.variants), (3, expected_variants), "{suite}");
+        assert_eq!(r.worst_case, r.original, "{suite}: {r:?}");
+        assert_eq!(r.consistency, 1.0, "{suite}: {r:?}");
+        assert_eq!((r.drop, r.prompt_changed, r.applied), (0.0, 0.0, 1.0), "{suite}");
+        assert_eq!(summary.metrics["acc"].n, 3, "{suite}: variants are not items");
+        // Each variant scored its options exactly as the original did, each in its new place.
+        let recs = records(&out);
+        for v in recs.values().filter(|r| r.variant.is_some()) {
+            let original = &recs[&SampleRecord::key_of(v.seed, &v.doc_id)];
+            let order = v.variant.as_ref().unwrap().option_order.as_ref().unwrap();
+            for (shown, &from) in order.iter().enumerate() {
+                let (a, b) = (&v.choices[shown], &original.choices[from]);
+                assert_eq!(a.continuation, b.continuation, "{suite} {}", v.doc_id);
+                assert!((a.loglikelihood - b.loglikelihood).abs() < 1e-9, "{suite} {}", v.doc_id);
+            }
+        }
+    }
+}
+
+/// MMLU lists its options under letters: each rotation changes the prompt, shows the same
+/// option texts byte for byte in their new places, and keeps the gold with its text.
+#[test]
+fn listed_options_move_whole_and_the_gold_follows_its_text() {
+    let mut engine = model();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mmlu");
+    let spec = PerturbSpec {
+        families: vec![Family::OptionsCircular, Family::OptionsPermute(2)],
+        seed: 7,
+        variants: 1,
+    };
+    let summary = run(&mut engine, "mmlu", "mmlu", &out, Some(spec.clone()));
+    let circular = &summary.robustness["options.circular"];
+    assert_eq!((circular.items, circular.variants), (5, 15));
+    assert_eq!(circular.prompt_changed, 1.0);
+    let options = circular.options.as_ref().unwrap();
+    assert_eq!(options.recall_by_position.len(), 4);
+    assert!(options.recall_by_position.iter().all(Option::is_some), "rotations put the gold everywhere");
+    let rate_sum: f64 = options.selection_rate.values().sum();
+    assert!((rate_sum - 1.0).abs() < 1e-12);
+    let lines = |prompt: &str| -> Vec<String> {
+        prompt
+            .lines()
+            .filter(|l| l.len() > 3 && l.as_bytes()[1] == b'.' && l.as_bytes()[2] == b' ')
+            .map(|l| l[3..].to_owned())
+            .collect()
+    };
+    let recs = records(&out);
+    let variants: Vec<&SampleRecord> = recs.values().filter(|r| r.variant.is_some()).collect();
+    assert_eq!(variants.len(), 15 + 10);
+    for v in variants {
+        let original = &recs[&SampleRecord::key_of(v.seed, &v.doc_id)];
+        let order = v.variant.as_ref().unwrap().option_order.as_ref().unwrap();
+        let (shown, before) = (lines(&v.prompt), lines(&original.prompt));
+        assert_eq!(shown.len(), 4, "{}", v.prompt);
+        for (i, &from) in order.iter().enumerate() {
+            assert_eq!(shown[i], before[from], "{}: option texts move whole", v.doc_id);
+        }
+        let gold = |r: &SampleRecord, texts: &[String]| texts[r.target.as_u64().unwrap() as usize].clone();
+        assert_eq!(gold(v, &shown), gold(original, &before), "{}: the gold keeps its text", v.doc_id);
+        // The letter scored is the one of the option's new place.
+        assert_eq!(v.choices[1].continuation, " B");
+    }
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["robustness"]["options.permute"]["variants"], 10);
+    assert_eq!(
+        results["config"]["perturb"]["families"],
+        serde_json::json!(["options.circular", "options.permute:2"])
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| options.circular | acc |"), "{report}");
+
+    // A rerun computes nothing; a plain run into the same folder reuses the originals; another
+    // --perturb-seed recomputes the seeded permutations only.
+    let again = run(&mut engine, "mmlu", "mmlu", &out, Some(spec.clone()));
+    assert_eq!((again.computed, again.resumed), (0, 30));
+    assert_eq!(again.robustness, summary.robustness);
+    let plain = run(&mut engine, "mmlu", "mmlu", &out, None);
+    assert_eq!((plain.computed, plain.metrics["acc"].value), (0, summary.metrics["acc"].value));
+    let reseeded = run(&mut engine, "mmlu", "mmlu", &out, Some(PerturbSpec { seed: 8, ..spec }));
+    assert_eq!((reseeded.computed, reseeded.resumed), (10, 20));
+}
+
+/// `identity` under greedy scoring is the noise floor: exactly no drop.
+#[test]
+fn identity_drops_exactly_nothing_and_fewshot_order_reorders_the_examples() {
+    let mut engine = model();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mmlu");
+    let suite = load_suite("mmlu").unwrap();
+    let mut opts = EvalOptions::new(&out);
+    opts.data = Some(fixtures().join("mmlu"));
+    opts.shots = Some(3);
+    opts.perturb =
+        Some(PerturbSpec { families: vec![Family::Identity, Family::FewshotOrder], seed: 3, variants: 2 });
+    let summary = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
+    let identity = &summary.robustness["identity"];
+    assert_eq!((identity.drop, identity.worst_case, identity.consistency), (0.0, identity.original, 1.0));
+    assert_eq!(identity.prompt_changed, 0.0);
+    let fewshot = &summary.robustness["fewshot.order"];
+    assert_eq!(fewshot.identity_drop, Some(0.0));
+    let recs = records(&out);
+    for v in recs.values().filter(|r| r.variant.as_ref().is_some_and(|v| v.family == "fewshot.order")) {
+        let original = &recs[&SampleRecord::key_of(v.seed, &v.doc_id)];
+        let order = v.variant.as_ref().unwrap().fewshot_order.as_ref().unwrap();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..order.len()).collect::<Vec<_>>());
+        // Same examples, same question: the same lines in another order, the question last.
+        let mut a: Vec<&str> = v.prompt.lines().collect();
+        let mut b: Vec<&str> = original.prompt.lines().collect();
+        assert_eq!(a.last(), b.last());
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{}", v.doc_id);
+        assert_eq!(v.variant.as_ref().unwrap().applied, v.prompt != original.prompt);
+    }
+    assert!(fewshot.applied > 0.0, "{fewshot:?}");
+}
+
+/// A family that cannot act on a suite is refused before anything runs.
+#[test]
+fn a_family_that_cannot_apply_is_refused() {
+    let suite = load_suite("gsm8k").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = EvalOptions::new(dir.path());
+    opts.data = Some(fixtures().join("gsm8k"));
+    opts.perturb = circular();
+    let mut engine = model();
+    let err = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap_err();
+    assert_eq!(err.to_string(), "suite `gsm8k`: options.circular moves options, and this suite has none");
+    assert!(!dir.path().join("samples.jsonl").exists());
+}
