@@ -186,3 +186,68 @@ fn a_family_that_cannot_apply_is_refused() {
     assert_eq!(err.to_string(), "suite `gsm8k`: options.circular moves options, and this suite has none");
     assert!(!dir.path().join("samples.jsonl").exists());
 }
+
+fn text_families() -> Vec<Family> {
+    ["text.typo", "text.case", "text.space"]
+        .iter()
+        .map(|f| repairbench::suites::perturb::parse_family(f).unwrap())
+        .collect()
+}
+
+/// The text families edit the question's prose only: MMLU's option lines stay byte for byte,
+/// GSM8K's numerals stay the same multiset, and every item's prompt changes.
+#[test]
+fn text_edits_keep_options_and_numbers_and_change_every_prompt() {
+    let mut engine = model();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = PerturbSpec { families: text_families(), seed: 11, variants: 2 };
+    let mmlu = run(&mut engine, "mmlu", "mmlu", &dir.path().join("mmlu"), Some(spec.clone()));
+    let recs = records(&dir.path().join("mmlu"));
+    for v in recs.values().filter(|r| r.variant.is_some()) {
+        let original = &recs[&SampleRecord::key_of(v.seed, &v.doc_id)];
+        let options = |p: &str| {
+            let listed = |l: &&str| (l.len() > 3 && &l[1..3] == ". ") || l.starts_with("Answer:");
+            p.lines().filter(listed).map(str::to_owned).collect::<Vec<_>>()
+        };
+        assert_eq!(options(&v.prompt), options(&original.prompt), "{}: options and cue unchanged", v.doc_id);
+        assert_eq!(
+            v.choices.iter().map(|c| &c.continuation).collect::<Vec<_>>(),
+            original.choices.iter().map(|c| &c.continuation).collect::<Vec<_>>()
+        );
+        assert_eq!(v.target, original.target);
+    }
+    for family in ["text.typo", "text.case", "text.space"] {
+        let r = &mmlu.robustness[family];
+        assert_eq!(r.variants, 10, "{family}");
+        assert!(r.prompt_changed >= 0.9 && r.applied >= 0.9, "{family}: {r:?}");
+    }
+
+    let suite = load_suite("gsm8k").unwrap();
+    let out = dir.path().join("gsm8k");
+    let mut opts = EvalOptions::new(&out);
+    opts.data = Some(fixtures().join("gsm8k"));
+    opts.shots = Some(0);
+    opts.limit = Some(2);
+    opts.perturb = Some(PerturbSpec { variants: 1, ..spec });
+    let gsm8k = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
+    let recs = records(&out);
+    let numerals = |text: &str| {
+        let mut found: Vec<String> = text
+            .split(|c: char| !c.is_ascii_digit() && c != '.')
+            .map(|s| s.trim_matches('.').to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        found.sort();
+        found
+    };
+    let mut variants = 0;
+    for v in recs.values().filter(|r| r.variant.is_some()) {
+        let original = &recs[&SampleRecord::key_of(v.seed, &v.doc_id)];
+        assert_ne!(v.prompt, original.prompt, "{:?}", v.variant);
+        assert_eq!(numerals(&v.prompt), numerals(&original.prompt), "{}", v.prompt);
+        assert_eq!(v.target, original.target);
+        variants += 1;
+    }
+    assert_eq!(variants, 6);
+    assert_eq!(gsm8k.robustness.len(), 3);
+}

@@ -84,6 +84,14 @@ fn bad_suite_files_name_file_and_line() {
     // A bad expression.
     let err = parse_err(&GOOD_MC.replace("gold = \"answer\"", "gold = \"answer +\""));
     assert!(err.starts_with("bad.toml:13:") && err.contains("gold"), "{err}");
+    // Prose for the text perturbations must be a field the rows have (the table, line 15).
+    let err = parse_err(&format!("{GOOD_MC}\n[perturb]\ntext = [\"question\", \"stem\"]\n"));
+    assert!(
+        err.starts_with("bad.toml:15:") && err.contains("`stem`, which is not among data.fields"),
+        "{err}"
+    );
+    let err = parse_err(&format!("{GOOD_MC}\n[perturb]\nprose = [\"question\"]\n"));
+    assert!(err.starts_with("bad.toml:16:") && err.contains("prose"), "{err}");
 }
 
 #[test]

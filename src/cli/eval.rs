@@ -47,7 +47,8 @@ pub struct EvalArgs {
     #[arg(long)]
     pub force: bool,
     /// Perturbations run beside each item's original, comma-separated: identity,
-    /// options.circular, options.permute:N, fewshot.order (README: Robustness).
+    /// options.circular, options.permute:N, fewshot.order, text.typo, text.case, text.space
+    /// (README: Robustness).
     #[arg(long, value_delimiter = ',', value_parser = suites::perturb::parse_family)]
     pub perturb: Vec<suites::perturb::Family>,
     /// Seed of the perturbations' variants, apart from the sampling seeds, so every model
@@ -55,7 +56,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 0, requires = "perturb")]
     pub perturb_seed: u64,
     /// Variants per item of the families without a count of their own (identity,
-    /// fewshot.order).
+    /// fewshot.order, text.*).
     #[arg(long, default_value_t = 1, requires = "perturb", value_parser = clap::value_parser!(u64).range(1..))]
     pub variants: u64,
     #[command(flatten)]

@@ -106,6 +106,14 @@ impl Suite {
                 return Err(at(code.span(), "code needs ks >= 1 and timeout_s > 0".into()));
             }
         }
+        if let Some(perturb) = &def.perturb {
+            if let Some(field) = perturb.get_ref().text.iter().find(|f| !def.data.fields.contains(f)) {
+                return Err(at(
+                    perturb.span(),
+                    format!("perturb.text names `{field}`, which is not among data.fields"),
+                ));
+            }
+        }
         if def.fewshot.k > 0 && kind != SuiteKind::MultipleChoice && def.prompt.target.is_none() {
             return Err(at(
                 def.prompt.text.span(),

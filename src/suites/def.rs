@@ -40,6 +40,18 @@ pub struct SuiteDef {
     /// average and their standard deviation are reported beside the size-weighted score.
     #[serde(default)]
     pub group_by: Option<String>,
+    /// What the perturbations may change (`--perturb`).
+    #[serde(default)]
+    pub perturb: Option<Spanned<PerturbDef>>,
+}
+
+/// The parts of a row the text perturbations (`text.typo`, `text.case`, `text.space`) edit.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerturbDef {
+    /// Fields holding prose (a question, a context): never the options, the answer or code.
+    #[serde(default)]
+    pub text: Vec<String>,
 }
 
 /// Where rows come from, first found first: `--data` (a directory holding `test` and

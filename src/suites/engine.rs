@@ -317,7 +317,7 @@ pub fn evaluate_with(
                 message: "perturbed runs run on this machine; leave out --executor".into(),
             });
         }
-        if let Some(message) = spec.families.iter().find_map(|&f| PerturbSpec::refusal(f, kind, shots)) {
+        if let Some(message) = spec.families.iter().find_map(|&f| PerturbSpec::refusal(f, suite, shots)) {
             return Err(SuiteError::Perturb { suite: suite.def.name.clone(), message });
         }
     }

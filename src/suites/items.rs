@@ -64,8 +64,8 @@ pub(super) struct Run<'a, 'm> {
 }
 
 impl Run<'_, '_> {
-    /// The prompt of `doc` as `variant` shows it (the few-shot examples in its order), and the
-    /// variant's record given the options it showed.
+    /// The prompt of `doc` as `variant` shows it (its prose edited, the few-shot examples in
+    /// its order), and the variant's record given the options it showed.
     fn prompt_for(
         &self,
         seed: u64,
@@ -77,16 +77,18 @@ impl Run<'_, '_> {
         let fewshot_order = variant.and_then(|v| v.fewshot_order(&doc.id, examples));
         let order = fewshot_order.clone();
         let shown = move |_: usize| order.clone().expect("only called with an order");
+        let edited = variant.and_then(|v| v.edited(self.suite, doc));
+        let row_edited = edited.as_ref().is_some_and(|e| e.row.fields != doc.row.fields);
         let prompt = build_prompt_shown(
             self.suite,
             &self.pool,
-            doc,
+            edited.as_ref().unwrap_or(doc),
             item,
             self.shots,
             seed,
             fewshot_order.is_some().then_some(&shown as &dyn Fn(usize) -> Vec<usize>),
         )?;
-        Ok((prompt, variant.map(|v| VariantRecord::new(&v, option_order, fewshot_order))))
+        Ok((prompt, variant.map(|v| VariantRecord::new(&v, option_order, fewshot_order, row_edited))))
     }
 
     fn base_record(

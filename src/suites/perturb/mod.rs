@@ -8,11 +8,15 @@
 //! variants. A variant's record keeps the original's key with `@FAMILY#INDEX` added, so the
 //! originals of a perturbed run pair with a plain run's records.
 
+mod text;
+
 use serde::{Deserialize, Serialize};
 
+use super::config::Suite;
 use super::def::SuiteKind;
-use super::prompt::{permutation, stable_hash};
+use super::prompt::{permutation, stable_hash, Doc};
 use crate::stats::robustness::rotation;
+pub use text::TextEdit;
 
 /// What the families produce; bumped whenever one of them produces something else for the same
 /// inputs, so resume recomputes the variants and `compare` refuses to pair across versions.
@@ -29,6 +33,8 @@ pub enum Family {
     OptionsPermute(usize),
     /// The same few-shot examples in seeded orders.
     FewshotOrder,
+    /// Seeded edits of the suite's prose fields (`[perturb] text`).
+    Text(TextEdit),
 }
 
 impl Family {
@@ -39,6 +45,9 @@ impl Family {
             Family::OptionsCircular => "options.circular",
             Family::OptionsPermute(_) => "options.permute",
             Family::FewshotOrder => "fewshot.order",
+            Family::Text(TextEdit::Typo) => "text.typo",
+            Family::Text(TextEdit::Case) => "text.case",
+            Family::Text(TextEdit::Space) => "text.space",
         }
     }
 
@@ -52,7 +61,7 @@ impl Family {
 
     /// Whether its variants depend on `--perturb-seed` (rotations and identity do not).
     fn seeded(self) -> bool {
-        matches!(self, Family::OptionsPermute(_) | Family::FewshotOrder)
+        matches!(self, Family::OptionsPermute(_) | Family::FewshotOrder | Family::Text(_))
     }
 
     /// Whether it moves options (and so gets the option metrics).
@@ -65,7 +74,8 @@ impl Family {
 pub const IDENTITY: &str = "identity";
 
 /// The families `--perturb` knows, for messages.
-pub const FAMILIES: &str = "identity, options.circular, options.permute:N, fewshot.order";
+pub const FAMILIES: &str =
+    "identity, options.circular, options.permute:N, fewshot.order, text.typo, text.case, text.space";
 
 /// One family as written (`options.permute:3`).
 pub fn parse_family(text: &str) -> Result<Family, String> {
@@ -77,6 +87,9 @@ pub fn parse_family(text: &str) -> Result<Family, String> {
         ("identity", None) => Family::Identity,
         ("options.circular", None) => Family::OptionsCircular,
         ("fewshot.order", None) => Family::FewshotOrder,
+        ("text.typo", None) => Family::Text(TextEdit::Typo),
+        ("text.case", None) => Family::Text(TextEdit::Case),
+        ("text.space", None) => Family::Text(TextEdit::Space),
         ("options.permute", Some(n)) => match n.parse::<usize>() {
             Ok(n) if n >= 1 => Family::OptionsPermute(n),
             _ => return Err(format!("`{text}`: expected options.permute:N with N a count of 1 or more")),
@@ -109,9 +122,15 @@ impl PerturbSpec {
         })
     }
 
-    /// Why `family` cannot be run on a suite of `kind` with `shots` examples, if it cannot.
-    pub fn refusal(family: Family, kind: SuiteKind, shots: usize) -> Option<String> {
-        if family.moves_options() && kind != SuiteKind::MultipleChoice {
+    /// Why `family` cannot be run on `suite` with `shots` examples, if it cannot.
+    pub fn refusal(family: Family, suite: &Suite, shots: usize) -> Option<String> {
+        if matches!(family, Family::Text(_)) && prose_fields(suite).is_empty() {
+            return Some(format!(
+                "{} edits prose, and the suite file names no prose fields ([perturb] text)",
+                family.spec()
+            ));
+        }
+        if family.moves_options() && suite.kind() != SuiteKind::MultipleChoice {
             return Some(format!("{} moves options, and this suite has none", family.spec()));
         }
         if family == Family::FewshotOrder && shots < 2 {
@@ -127,7 +146,7 @@ impl PerturbSpec {
             let count = match family {
                 Family::OptionsCircular => options.saturating_sub(1),
                 Family::OptionsPermute(n) => n,
-                Family::Identity | Family::FewshotOrder => self.variants,
+                Family::Identity | Family::FewshotOrder | Family::Text(_) => self.variants,
             };
             out.extend((1..=count).map(|index| Variant { family, index, seed: self.seed }));
         }
@@ -181,10 +200,28 @@ impl Variant {
         (self.family == Family::FewshotOrder).then(|| permutation(examples, self.key(b"fewshot", doc_id)))
     }
 
+    /// `doc` with the family's edits made to its prose fields; `None` when this family edits
+    /// no text.
+    pub fn edited(&self, suite: &Suite, doc: &Doc) -> Option<Doc> {
+        let Family::Text(edit) = self.family else { return None };
+        let mut edited = doc.clone();
+        for field in prose_fields(suite) {
+            if let Some(serde_json::Value::String(text)) = edited.row.fields.get_mut(field) {
+                *text = text::apply(edit, text, self.key(field.as_bytes(), &doc.id));
+            }
+        }
+        Some(edited)
+    }
+
     /// Mixed into the item's sampling seed: identity's whole point.
     pub fn sampling_salt(&self, doc_id: &str) -> Option<u64> {
         (self.family == Family::Identity).then(|| self.key(b"sampling", doc_id))
     }
+}
+
+/// The fields the text families edit: the suite file's `[perturb] text`.
+fn prose_fields(suite: &Suite) -> &[String] {
+    suite.def.perturb.as_ref().map_or(&[], |p| &p.get_ref().text)
 }
 
 /// Which variant a record is, in `samples.jsonl`.
@@ -204,10 +241,12 @@ pub struct VariantRecord {
 }
 
 impl VariantRecord {
+    /// `row_edited`: whether the variant's edits changed the row.
     pub fn new(
         variant: &Variant,
         option_order: Option<Vec<usize>>,
         fewshot_order: Option<Vec<usize>>,
+        row_edited: bool,
     ) -> Self {
         let moved = |order: &Option<Vec<usize>>| {
             order.as_ref().is_some_and(|o| o.iter().enumerate().any(|(i, &j)| i != j))
@@ -216,6 +255,7 @@ impl VariantRecord {
             Family::Identity => true,
             Family::OptionsCircular | Family::OptionsPermute(_) => moved(&option_order),
             Family::FewshotOrder => moved(&fewshot_order),
+            Family::Text(_) => row_edited,
         };
         Self {
             family: variant.family.name().to_owned(),
@@ -238,7 +278,15 @@ mod tests {
 
     #[test]
     fn families_parse_and_name_themselves() {
-        for text in ["identity", "options.circular", "options.permute:3", "fewshot.order"] {
+        for text in [
+            "identity",
+            "options.circular",
+            "options.permute:3",
+            "fewshot.order",
+            "text.typo",
+            "text.case",
+            "text.space",
+        ] {
             assert_eq!(parse_family(text).unwrap().spec(), text);
         }
         for bad in ["options.permute", "options.permute:0", "options.permute:x", "text.nope", "identity:2"] {
