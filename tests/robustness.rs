@@ -124,6 +124,20 @@ fn listed_options_move_whole_and_the_gold_follows_its_text() {
     );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("| options.circular | acc |"), "{report}");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for part in [
+        "id=\"robust-families\"",
+        "id=\"variants\"",
+        "options.circular: recall by gold position",
+        "options.permute#2",
+    ] {
+        assert!(page.contains(part), "report.html lacks {part}");
+    }
+    assert_eq!(
+        page.matches("<tr class=\"item expandable\" data-id=\"0:").count(),
+        5 + 25,
+        "items, then variants"
+    );
 
     // A rerun computes nothing; a plain run into the same folder reuses the originals; another
     // --perturb-seed recomputes the seeded permutations only.

@@ -14,6 +14,7 @@ use crate::report::svg::{self, Bar};
 use super::metrics::{Aggregate, MetricResult};
 use super::record::SampleRecord;
 use super::reports::primary_metric;
+use super::robust::{is_right, FamilyRobustness};
 
 /// The most item detail one page embeds (bytes of markup), so a full MMLU run stays a page a
 /// browser opens quickly; later items show their facts and point to samples.jsonl.
@@ -27,6 +28,7 @@ pub fn html(
     suite: &str,
     seeds: &[u64],
     aggregate: &Aggregate,
+    robustness: &BTreeMap<String, FamilyRobustness>,
     records: &BTreeMap<String, SampleRecord>,
     doc_ids: &[String],
 ) -> String {
@@ -78,13 +80,118 @@ pub fn html(
             ks.iter().map(|(k, name)| (format!("k={k}"), aggregate.metrics[*name].value)).collect();
         body.push(section("pass-at-k", "pass@k", svg::curve("pass@k for each k", &points, "pass@k")));
     }
+    if !robustness.is_empty() {
+        body.push(section("robustness", "Robustness", robustness_view(robustness)));
+    }
     body.push(section(
         "items-section",
         "Items",
         items_table(records, seeds, doc_ids, primary.as_deref()).render(),
     ));
+    if let (false, Some(primary)) = (robustness.is_empty(), &primary) {
+        let mut budget = PAGE_DETAILS / 2;
+        body.push(section(
+            "variants-section",
+            "Variants",
+            variants_table(records, primary, &mut budget).render(),
+        ));
+    }
     let subtitle = format!("{} item(s) × {} seed(s) {seeds:?}", doc_ids.len(), seeds.len());
     page(&format!("repairbench eval {suite}"), &subtitle, body)
+}
+
+/// A row per family (the figures `results.json` holds), then per option family the recall by
+/// the letter the gold stood at, as bars.
+fn robustness_view(robustness: &BTreeMap<String, FamilyRobustness>) -> Markup {
+    // Numeric columns sort by the number they start with.
+    let cell = |text: String, numeric: bool| {
+        let lead = text.split_whitespace().next().and_then(|w| w.parse::<f64>().ok());
+        match (numeric, lead) {
+            (true, Some(v)) => Cell::number(text, v),
+            (true, None) => Cell::number(text, 0.0),
+            (false, _) => Cell::text(text),
+        }
+    };
+    let rows = robustness
+        .iter()
+        .map(|(family, r)| Row {
+            id: format!("family-{family}"),
+            cells: r.cells(family).into_iter().enumerate().map(|(i, text)| cell(text, i >= 2)).collect(),
+            detail: None,
+        })
+        .collect();
+    let columns =
+        FamilyRobustness::COLUMNS.iter().enumerate().map(|(i, &title)| Column { title, numeric: i >= 2 });
+    let mut out =
+        Table { id: "robust-families", columns: columns.collect(), rows, filter_column: None }.render();
+    for (family, r) in robustness {
+        let Some(o) = &r.options else { continue };
+        let bars: Vec<Bar> = o
+            .recall_by_position
+            .iter()
+            .zip(o.selection_rate.iter())
+            .filter_map(|(recall, (letter, chosen))| {
+                recall.map(|value| Bar {
+                    label: letter.clone(),
+                    value,
+                    note: format!("recall {value:.3}, chosen {chosen:.3}"),
+                    class: String::new(),
+                    whisker: None,
+                })
+            })
+            .collect();
+        out.push(text_tag(
+            "h3",
+            &[],
+            &format!(
+                "{family}: recall by the gold's letter (RStd {:.4}); PriDe-debiased accuracy {:.4}",
+                o.rstd, o.pride_accuracy
+            ),
+        ));
+        out.push(svg::bars(&format!("{family}: recall by gold position"), &bars, 1.0));
+    }
+    out
+}
+
+/// Every variant beside its original's score, with how it flipped (the filter).
+fn variants_table(records: &BTreeMap<String, SampleRecord>, primary: &str, budget: &mut usize) -> Table {
+    let mut rows = Vec::new();
+    for (key, record) in records {
+        let Some(variant) = &record.variant else { continue };
+        let Some(original) = records.get(&SampleRecord::key_of(record.seed, &record.doc_id)) else {
+            continue;
+        };
+        let flip = match (is_right(original, primary), is_right(record, primary)) {
+            (true, false) => "right → wrong",
+            (false, true) => "wrong → right",
+            _ => "unchanged",
+        };
+        rows.push(Row {
+            id: key.clone(),
+            cells: vec![
+                Cell::text(&record.doc_id),
+                Cell::number(record.seed.to_string(), record.seed as f64),
+                Cell::text(format!("{}#{}", variant.family, variant.index)),
+                Cell::text(flip),
+                Cell::text(answer(original, Some(primary))),
+                Cell::text(answer(record, Some(primary))),
+            ],
+            detail: Some(item_detail(record, budget)),
+        });
+    }
+    Table {
+        id: "variants",
+        columns: vec![
+            Column { title: "document", numeric: false },
+            Column { title: "seed", numeric: true },
+            Column { title: "variant", numeric: false },
+            Column { title: "flip", numeric: false },
+            Column { title: "original answer", numeric: false },
+            Column { title: "variant answer", numeric: false },
+        ],
+        rows,
+        filter_column: Some(3),
+    }
 }
 
 /// `(k, name)` of every `pass@k` metric, by k.
@@ -267,6 +374,17 @@ fn item_detail(record: &SampleRecord, budget: &mut usize) -> Markup {
         known.push(("answer", format!("{by}: {}", answer.as_deref().unwrap_or("(none)"))));
     }
     known.push(("prompt sha256", record.prompt_sha256.clone()));
+    if let Some(v) = &record.variant {
+        let mut shown =
+            format!("{}#{}{}", v.family, v.index, if v.applied { "" } else { " (same as the original)" });
+        if let Some(order) = &v.option_order {
+            shown.push_str(&format!(", options shown in original order {order:?}"));
+        }
+        if let Some(order) = &v.fewshot_order {
+            shown.push_str(&format!(", examples shown in original order {order:?}"));
+        }
+        known.push(("variant", shown));
+    }
     let mut out = facts(&known);
     if *budget == 0 {
         out.push(text_tag(

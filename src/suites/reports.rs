@@ -105,39 +105,9 @@ pub fn markdown(
 /// `report.md`'s robustness part: a row per family, then recall by gold position and the
 /// selection rate per letter for the option families.
 fn robustness_markdown(robustness: &BTreeMap<String, FamilyRobustness>) -> String {
-    let rows: Vec<Vec<String>> = robustness
-        .iter()
-        .map(|(family, r)| {
-            vec![
-                family.clone(),
-                r.metric.clone(),
-                format!("{:.4}", r.original),
-                format!("{:.4}", r.variant_mean),
-                format!("{:.4}", r.worst_case),
-                format!("{:.4} [{:.4}, {:.4}]", r.drop, r.drop_ci95[0], r.drop_ci95[1]),
-                r.identity_drop.map_or("–".into(), |d| format!("{d:.4}")),
-                format!("{:.4} / {:.4}", r.flips_right_to_wrong, r.flips_wrong_to_right),
-                format!("{:.4}", r.consistency),
-                format!("{} × {}", r.items, r.variants),
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = robustness.iter().map(|(family, r)| r.cells(family)).collect();
     let mut out = String::from("\nRobustness (each family's variants against the originals):\n\n");
-    out.push_str(&table(
-        &[
-            "family",
-            "metric",
-            "original",
-            "variants",
-            "worst case",
-            "drop [95%]",
-            "identity drop",
-            "flips right→wrong / wrong→right",
-            "consistency",
-            "items × variants",
-        ],
-        &rows,
-    ));
+    out.push_str(&table(&FamilyRobustness::COLUMNS, &rows));
     for (family, r) in robustness {
         let Some(o) = &r.options else { continue };
         let letters: Vec<String> = o.selection_rate.keys().cloned().collect();
@@ -205,7 +175,10 @@ pub fn write_views(
     let robustness = super::robust::robustness(records, seeds, doc_ids);
     write_text_atomic(&out.join(VIEWS[0]), &markdown(suite, seeds, &aggregate, &robustness))?;
     write_text_atomic(&out.join(VIEWS[1]), &junit(suite, records))?;
-    write_text_atomic(&out.join(VIEWS[2]), &super::html::html(suite, seeds, &aggregate, records, doc_ids))
+    write_text_atomic(
+        &out.join(VIEWS[2]),
+        &super::html::html(suite, seeds, &aggregate, &robustness, records, doc_ids),
+    )
 }
 
 /// The subscriber writing the views ([`write_views`]) into `out` when the run finishes.

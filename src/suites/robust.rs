@@ -56,6 +56,38 @@ pub struct FamilyRobustness {
     pub options: Option<OptionFigures>,
 }
 
+impl FamilyRobustness {
+    /// The titles of [`Self::cells`], for the tables of `report.md` and `report.html`.
+    pub const COLUMNS: [&'static str; 10] = [
+        "family",
+        "metric",
+        "original",
+        "variants",
+        "worst case",
+        "drop [95%]",
+        "identity drop",
+        "flips right→wrong / wrong→right",
+        "consistency",
+        "items × variants",
+    ];
+
+    /// The family's row, as text.
+    pub fn cells(&self, family: &str) -> Vec<String> {
+        vec![
+            family.to_owned(),
+            self.metric.clone(),
+            format!("{:.4}", self.original),
+            format!("{:.4}", self.variant_mean),
+            format!("{:.4}", self.worst_case),
+            format!("{:.4} [{:.4}, {:.4}]", self.drop, self.drop_ci95[0], self.drop_ci95[1]),
+            self.identity_drop.map_or("–".into(), |d| format!("{d:.4}")),
+            format!("{:.4} / {:.4}", self.flips_right_to_wrong, self.flips_wrong_to_right),
+            format!("{:.4}", self.consistency),
+            format!("{} × {}", self.items, self.variants),
+        ]
+    }
+}
+
 /// One variant index against the originals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VariantTest {
