@@ -1,6 +1,7 @@
 //! Suite speed on the default model: multiple-choice items/s with the shared context scored
 //! once for all options (prefix reuse) against each option scored on its own, and generated
-//! tokens/s of one n-sample request against n single-sequence requests.
+//! tokens/s of one n-sample request against n single-sequence requests, and what a circular
+//! perturbation run costs per item against a plain one.
 //!
 //! `cargo bench --bench suites` (env: SUITES_BENCH_MODEL, SUITES_BENCH_N).
 
@@ -16,6 +17,7 @@ fn main() -> anyhow::Result<()> {
     let model_path = std::env::var(repairbench::env::BENCH_MODEL)
         .unwrap_or_else(|_| repairbench::model::DEFAULT_MODEL.to_string());
     let mut engine = Engine::load(&model_path)?;
+    println!("model: {model_path}\nCPU: {}", repairbench::model::kernels::cpu_description());
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites/mmlu");
 
     // Multiple choice: MMLU fixture items with two same-subject examples each.
@@ -106,5 +108,37 @@ fn main() -> anyhow::Result<()> {
         "  speed-up               {:8.2}x   same texts as single runs: {same_text}",
         (batch_tokens as f64 / batch_s) / (single_tokens as f64 / single_s)
     );
+    perturbation_cost(&mut engine)
+}
+
+/// What `--perturb options.circular` costs per item against a plain run, through `evaluate`
+/// as a user runs it: on MMLU, whose prompt lists the options (each rotation is a new prompt),
+/// and on ARC, whose prompt does not (every rotation reuses the original's scores).
+fn perturbation_cost(engine: &mut Engine) -> anyhow::Result<()> {
+    use repairbench::suites::perturb::{Family, PerturbSpec};
+    use repairbench::suites::{evaluate, EvalOptions};
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/suites");
+    println!("perturbation cost: evaluate, 0-shot, seconds per original item (variants included)");
+    for (suite_name, data) in [("mmlu", "mmlu"), ("arc_easy", "arc")] {
+        let suite = load_suite(suite_name)?;
+        let mut seconds = Vec::new();
+        for perturb in
+            [None, Some(PerturbSpec { families: vec![Family::OptionsCircular], seed: 0, variants: 1 })]
+        {
+            let dir = tempfile::tempdir()?;
+            let mut opts = EvalOptions::new(dir.path());
+            opts.data = Some(fixtures.join(data));
+            opts.shots = Some(0);
+            opts.perturb = perturb;
+            let start = Instant::now();
+            let summary = evaluate(&suite, &opts, Some(engine as &mut dyn LanguageModel), None)?;
+            seconds.push((start.elapsed().as_secs_f64() / summary.items as f64, summary.computed));
+        }
+        let [(plain, plain_records), (circular, circular_records)] = [seconds[0], seconds[1]];
+        println!(
+            "  {suite_name:<9} plain {plain:.3} s/item ({plain_records} records), options.circular {circular:.3} s/item ({circular_records} records), {:.2}x",
+            circular / plain
+        );
+    }
     Ok(())
 }

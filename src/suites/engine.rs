@@ -387,7 +387,16 @@ pub fn evaluate_with(
         executor = Some(cluster.ray.manifest_entry(&report));
     }
     let todo = if cluster.is_some() { Vec::new() } else { todo };
-    let mut run = Run { suite, pool, shots, boundary: opts.boundary, model, runner, completions };
+    let mut run = Run {
+        suite,
+        pool,
+        shots,
+        boundary: opts.boundary,
+        model,
+        runner,
+        completions,
+        scored: Default::default(),
+    };
     // Each record is stored as soon as it exists, so a crash keeps it.
     let mut keep =
         |kernel: &mut Kernel<'_, SampleRecord>, mut record: SampleRecord, fingerprint: &Fingerprint| {

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{
-    Boundary, ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreRequest,
+    Boundary, ChatMessage, GenerateOutput, GenerateRequest, LanguageModel, Prompt, Sampling, ScoreOutput,
+    ScoreRequest,
 };
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
@@ -61,6 +62,17 @@ pub(super) struct Run<'a, 'm> {
     pub(super) model: Option<&'m mut dyn LanguageModel>,
     pub(super) runner: Option<&'a dyn CodeRunner>,
     pub(super) completions: Option<HashMap<String, Vec<String>>>,
+    /// The scores of the item last scored, by request: a variant that shows
+    /// the same prompt (options reordered where the prompt never lists them) reuses them
+    /// instead of scoring again.
+    pub(super) scored: ScoreCache,
+}
+
+/// See [`Run::scored`].
+#[derive(Default)]
+pub(super) struct ScoreCache {
+    item: (u64, String),
+    scores: HashMap<ScoreRequest, ScoreOutput>,
 }
 
 impl Run<'_, '_> {
@@ -139,10 +151,7 @@ impl Run<'_, '_> {
                 boundary: self.boundary,
             })
             .collect();
-        let scored = self
-            .model()
-            .score(&requests)
-            .map_err(|source| SuiteError::Model { doc_id: doc.id.clone(), source: Box::new(source) })?;
+        let scored = self.score(seed, doc, &requests)?;
         let mut record = self.base_record(seed, doc, context, variant);
         record.target = item.gold.into();
         for ((req, cont), out) in requests.iter().zip(&item.continuations).zip(&scored) {
@@ -160,6 +169,32 @@ impl Run<'_, '_> {
             record.scores.insert(name.into(), f64::from(u8::from(pred == item.gold)));
         }
         Ok(record)
+    }
+
+    /// The model's scores of `requests` for `doc`, those an earlier variant of the same item
+    /// asked already taken from [`Run::scored`].
+    fn score(
+        &mut self,
+        seed: u64,
+        doc: &Doc,
+        requests: &[ScoreRequest],
+    ) -> Result<Vec<ScoreOutput>, SuiteError> {
+        let item = (seed, doc.id.clone());
+        if self.scored.item != item {
+            self.scored = ScoreCache { item, scores: HashMap::new() };
+        }
+        let missing: Vec<ScoreRequest> =
+            requests.iter().filter(|r| !self.scored.scores.contains_key(*r)).cloned().collect();
+        if !missing.is_empty() {
+            let outputs = self
+                .model()
+                .score(&missing)
+                .map_err(|source| SuiteError::Model { doc_id: doc.id.clone(), source: Box::new(source) })?;
+            for (request, output) in missing.iter().zip(outputs) {
+                self.scored.scores.insert(request.clone(), output);
+            }
+        }
+        Ok(requests.iter().map(|r| self.scored.scores[r].clone()).collect())
     }
 
     /// Generates for `docs` together (the model may batch them); one result per doc, in order.
