@@ -265,3 +265,57 @@ fn text_edits_keep_options_and_numbers_and_change_every_prompt() {
     assert_eq!(variants, 6);
     assert_eq!(gsm8k.robustness.len(), 3);
 }
+
+/// `format:K` renders MMLU's own templates with other label styles, cues and gaps: the same
+/// format for every document, the option texts and the scored letters unchanged.
+#[test]
+fn formats_restyle_the_prompt_and_keep_its_content() {
+    let mut engine = model();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mmlu");
+    let spec = PerturbSpec {
+        families: vec![repairbench::suites::perturb::parse_family("format:4").unwrap()],
+        seed: 5,
+        variants: 1,
+    };
+    let summary = run(&mut engine, "mmlu", "mmlu", &out, Some(spec));
+    let r = &summary.robustness["format"];
+    assert_eq!((r.items, r.variants, r.prompt_changed), (5, 20, 1.0));
+    let f = r.formats.as_ref().unwrap();
+    assert_eq!(f.per_format.len(), 5);
+    assert_eq!(f.per_format[0], summary.metrics["acc"].value);
+    let max = f.per_format.iter().copied().fold(f64::MIN, f64::max);
+    let min = f.per_format.iter().copied().fold(f64::MAX, f64::min);
+    assert!((f.spread - (max - min)).abs() < 1e-12 && f.spread_ci95[0] <= f.spread_ci95[1]);
+    let recs = records(&out);
+    let mut by_index: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
+    for v in recs.values().filter(|r| r.variant.is_some()) {
+        let variant = v.variant.as_ref().unwrap();
+        let format = serde_json::to_value(variant.format.as_ref().unwrap()).unwrap();
+        assert_eq!(by_index.entry(variant.index).or_insert(format.clone()), &format, "one format per index");
+        let original = &recs[&SampleRecord::key_of(v.seed, &v.doc_id)];
+        let label = format["label"].as_str().unwrap();
+        let texts = |prompt: &str, label: &str| -> Vec<String> {
+            ["A", "B", "C", "D"]
+                .iter()
+                .map(|l| {
+                    let shown = label.replace("{L}", l);
+                    let line = prompt
+                        .lines()
+                        .find(|line| line.starts_with(&shown))
+                        .unwrap_or_else(|| panic!("{shown} in {prompt}"));
+                    line[shown.len()..].to_owned()
+                })
+                .collect()
+        };
+        assert_eq!(texts(&v.prompt, label), texts(&original.prompt, "{L}. "), "{}", v.prompt);
+        assert!(v.prompt.ends_with(format["cue"].as_str().unwrap()));
+        assert_eq!(
+            v.choices.iter().map(|c| c.continuation.as_str()).collect::<Vec<_>>(),
+            [" A", " B", " C", " D"]
+        );
+    }
+    assert_eq!(by_index.len(), 4);
+    let distinct: std::collections::BTreeSet<String> = by_index.values().map(|f| f.to_string()).collect();
+    assert_eq!(distinct.len(), 4, "four different formats");
+}

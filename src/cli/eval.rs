@@ -47,7 +47,7 @@ pub struct EvalArgs {
     #[arg(long)]
     pub force: bool,
     /// Perturbations run beside each item's original, comma-separated: identity,
-    /// options.circular, options.permute:N, fewshot.order, text.typo, text.case, text.space
+    /// options.circular, options.permute:N, format:K, fewshot.order, text.typo, text.case, text.space
     /// (README: Robustness).
     #[arg(long, value_delimiter = ',', value_parser = suites::perturb::parse_family)]
     pub perturb: Vec<suites::perturb::Family>,

@@ -73,6 +73,47 @@ pub fn robustness(items: &[Vec<Outcome>], positions: usize) -> Robustness {
     }
 }
 
+/// How far apart prompt formats put a score: `values[d][f]` is document `d`'s value under
+/// format `f` (every document has every format). Returns each format's mean, the spread
+/// (largest mean − smallest), and a 95% percentile-bootstrap interval of the spread in which
+/// every resample of documents picks its own largest and smallest format, so the interval
+/// carries the selection of the extremes (Sclar et al. 2023).
+pub fn format_spread(values: &[Vec<f64>], resamples: usize, seed: u64) -> (Vec<f64>, f64, [f64; 2]) {
+    let formats = values.first().map_or(0, Vec::len);
+    let means_of = |docs: &mut dyn Iterator<Item = usize>| {
+        let mut sums = vec![0.0; formats];
+        let mut n = 0usize;
+        for d in docs {
+            for (s, v) in sums.iter_mut().zip(&values[d]) {
+                *s += v;
+            }
+            n += 1;
+        }
+        sums.iter().map(|s| s / n.max(1) as f64).collect::<Vec<f64>>()
+    };
+    let spread_of = |means: &[f64]| {
+        means.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            - means.iter().copied().fold(f64::INFINITY, f64::min)
+    };
+    let means = means_of(&mut (0..values.len()));
+    if formats == 0 || values.is_empty() {
+        return (means, 0.0, [0.0, 0.0]);
+    }
+    let spread = spread_of(&means);
+    let mut rng = crate::rng::SplitMix64::new(seed);
+    let n = values.len();
+    let mut spreads: Vec<f64> = (0..resamples)
+        .map(|_| spread_of(&means_of(&mut (0..n).map(|_| super::paired::draw_index(&mut rng, n)))))
+        .collect();
+    spreads.sort_by(f64::total_cmp);
+    let interval = if spreads.is_empty() {
+        [spread, spread]
+    } else {
+        [super::paired::percentile(&spreads, 0.025), super::paired::percentile(&spreads, 0.975)]
+    };
+    (means, spread, interval)
+}
+
 /// The `r`-th rotation of `n` options as the original index shown at each position: position
 /// `i` shows option `(i + r) mod n`. Over `r` in `0..n`, every option stands at every position
 /// exactly once, and the gold follows its content because whole options move.
@@ -134,6 +175,20 @@ mod tests {
     fn a_chooser_right_on_half_the_questions_and_otherwise_b() {
         let r = circular(|q, _, gold| if q < 6 { gold } else { 1 });
         assert!((r.worst_case - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn format_spread_repicks_the_extremes() {
+        // Format 1 is better on half the documents, format 2 on the other half: equal means,
+        // spread 0, yet resamples that draw unevenly see a spread, so the interval opens above 0.
+        let values: Vec<Vec<f64>> =
+            (0..40).map(|d| if d % 2 == 0 { vec![0.5, 1.0, 0.0] } else { vec![0.5, 0.0, 1.0] }).collect();
+        let (means, spread, [lo, hi]) = format_spread(&values, 2000, 1);
+        assert_eq!(means, [0.5, 0.5, 0.5]);
+        assert_eq!(spread, 0.0);
+        assert!(lo >= 0.0 && hi > 0.1, "[{lo}, {hi}]");
+        let fixed: Vec<Vec<f64>> = (0..10).map(|_| vec![0.25, 0.75]).collect();
+        assert_eq!(format_spread(&fixed, 500, 1), (vec![0.25, 0.75], 0.5, [0.5, 0.5]));
     }
 
     #[test]

@@ -106,6 +106,11 @@ impl Suite {
                 return Err(at(code.span(), "code needs ks >= 1 and timeout_s > 0".into()));
             }
         }
+        if let Some(format) = &def.prompt.format {
+            if !format.get_ref().label.contains("{L}") {
+                return Err(at(format.span(), "prompt.format.label must show the letter as {L}".into()));
+            }
+        }
         if let Some(perturb) = &def.perturb {
             if let Some(field) = perturb.get_ref().text.iter().find(|f| !def.data.fields.contains(f)) {
                 return Err(at(

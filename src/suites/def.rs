@@ -149,6 +149,22 @@ pub struct PromptDef {
     /// Send the prompt as one user message through the model's chat template.
     #[serde(default)]
     pub chat: bool,
+    /// The prompt's own format, shown by the templates as `format.labels[i]`, `format.cue` and
+    /// `format.gap`; `format:K` renders them with other formats (README: Robustness).
+    #[serde(default)]
+    pub format: Option<Spanned<FormatDef>>,
+}
+
+/// A prompt format's parts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FormatDef {
+    /// How an option's letter is shown, `{L}` standing for the letter (`"{L}. "`).
+    pub label: String,
+    /// What asks for the answer (`"Answer:"`).
+    pub cue: String,
+    /// Between the question and its options (`"\n"`).
+    pub gap: String,
 }
 
 fn default_separator() -> String {

@@ -125,6 +125,29 @@ fn robustness_view(robustness: &BTreeMap<String, FamilyRobustness>) -> Markup {
     let mut out =
         Table { id: "robust-families", columns: columns.collect(), rows, filter_column: None }.render();
     for (family, r) in robustness {
+        if let Some(f) = &r.formats {
+            let bars: Vec<Bar> = f
+                .per_format
+                .iter()
+                .enumerate()
+                .map(|(i, &value)| Bar {
+                    label: if i == 0 { "own".into() } else { format!("#{i}") },
+                    value,
+                    note: format!("{value:.3}"),
+                    class: String::new(),
+                    whisker: None,
+                })
+                .collect();
+            out.push(text_tag(
+                "h3",
+                &[],
+                &format!(
+                    "{family}: spread {:.4} [{:.4}, {:.4}]",
+                    f.spread, f.spread_ci95[0], f.spread_ci95[1]
+                ),
+            ));
+            out.push(svg::bars(&format!("{family}: {} per format", r.metric), &bars, 1.0));
+        }
         let Some(o) = &r.options else { continue };
         let bars: Vec<Bar> = o
             .recall_by_position

@@ -13,6 +13,7 @@ use super::config::Suite;
 use super::perturb::{Variant, VariantRecord};
 use super::prompt::{
     build_prompt_shown, choice_item, choice_item_shown, fewshot_examples, render_with, stable_hash, Doc,
+    Shown,
 };
 use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
 use super::SuiteError;
@@ -86,9 +87,10 @@ impl Run<'_, '_> {
         option_order: Option<Vec<usize>>,
     ) -> Result<(String, Option<VariantRecord>), SuiteError> {
         let examples = fewshot_examples(self.suite, &self.pool, doc, self.shots, seed).len();
-        let fewshot_order = variant.and_then(|v| v.fewshot_order(&doc.id, examples));
-        let order = fewshot_order.clone();
-        let shown = move |_: usize| order.clone().expect("only called with an order");
+        let shown = Shown {
+            fewshot_order: variant.and_then(|v| v.fewshot_order(&doc.id, examples)),
+            format: variant.and_then(|v| v.format(self.suite)),
+        };
         let edited = variant.and_then(|v| v.edited(self.suite, doc));
         let row_edited = edited.as_ref().is_some_and(|e| e.row.fields != doc.row.fields);
         let prompt = build_prompt_shown(
@@ -98,9 +100,9 @@ impl Run<'_, '_> {
             item,
             self.shots,
             seed,
-            fewshot_order.is_some().then_some(&shown as &dyn Fn(usize) -> Vec<usize>),
+            &shown,
         )?;
-        Ok((prompt, variant.map(|v| VariantRecord::new(&v, option_order, fewshot_order, row_edited))))
+        Ok((prompt, variant.map(|v| VariantRecord::new(&v, &shown, option_order, row_edited))))
     }
 
     fn base_record(

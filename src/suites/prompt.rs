@@ -10,6 +10,7 @@ use crate::rng::SplitMix64;
 use super::config::Suite;
 use super::data::Row;
 use super::def::{Sampler, SuiteKind};
+use super::perturb::PromptFormat;
 use super::SuiteError;
 
 /// A row with its id.
@@ -244,17 +245,31 @@ pub fn fewshot_examples<'p>(suite: &Suite, pool: &'p [Doc], doc: &Doc, k: usize,
     }
 }
 
-/// Renders the question of `doc` (with its multiple-choice variables when there are any).
+/// How a perturbation shows an item besides its row: the few-shot examples' order (`order[i]`
+/// is the example shown `i`-th) and the prompt's format.
+#[derive(Debug, Clone, Default)]
+pub struct Shown {
+    pub fewshot_order: Option<Vec<usize>>,
+    pub format: Option<PromptFormat>,
+}
+
+/// Renders the question of `doc` (with its multiple-choice variables when there are any, and
+/// the prompt's format when the suite declares one).
 fn render_text(
     suite: &Suite,
     doc: &Doc,
     item: Option<&ChoiceItem>,
     template: &str,
+    format: Option<&PromptFormat>,
 ) -> Result<String, SuiteError> {
     let mut ctx = row_context(&doc.row);
     if let Some(item) = item {
         ctx.insert("choices".into(), item.choices.clone().into());
         ctx.insert("gold".into(), item.gold.into());
+    }
+    if let Some(own) = &suite.def.prompt.format {
+        let format = format.cloned().unwrap_or_else(|| PromptFormat::of(own.get_ref()));
+        ctx.insert("format".into(), format.context());
     }
     suite.templates.render(template, &to_value(ctx)).map_err(|e| doc.err(e.to_string()))
 }
@@ -268,11 +283,10 @@ pub fn build_prompt(
     k: usize,
     seed: u64,
 ) -> Result<String, SuiteError> {
-    build_prompt_shown(suite, pool, doc, item, k, seed, None)
+    build_prompt_shown(suite, pool, doc, item, k, seed, &Shown::default())
 }
 
-/// [`build_prompt`] with the few-shot examples shown in the order `fewshot_order` gives for
-/// their count (a perturbation's): `order[i]` is the example shown `i`-th.
+/// [`build_prompt`] as a perturbation shows it (see [`Shown`]).
 pub fn build_prompt_shown(
     suite: &Suite,
     pool: &[Doc],
@@ -280,32 +294,33 @@ pub fn build_prompt_shown(
     item: Option<&ChoiceItem>,
     k: usize,
     seed: u64,
-    fewshot_order: Option<&dyn Fn(usize) -> Vec<usize>>,
+    shown: &Shown,
 ) -> Result<String, SuiteError> {
     let p = &suite.def.prompt;
+    let format = shown.format.as_ref();
     let mut out = String::new();
     if suite.templates.has("description") {
-        out.push_str(&render_text(suite, doc, item, "description")?);
+        out.push_str(&render_text(suite, doc, item, "description", format)?);
     }
     let mut examples = fewshot_examples(suite, pool, doc, k, seed);
-    if let Some(order) = fewshot_order {
-        examples = order(examples.len()).into_iter().map(|i| examples[i]).collect();
+    if let Some(order) = &shown.fewshot_order {
+        examples = order.iter().map(|&i| examples[i]).collect();
     }
     for example in examples {
         let ex_item = match suite.kind() {
             SuiteKind::MultipleChoice => Some(choice_item(suite, example, seed)?),
             _ => None,
         };
-        out.push_str(&render_text(suite, example, ex_item.as_ref(), "text")?);
+        out.push_str(&render_text(suite, example, ex_item.as_ref(), "text", format)?);
         out.push_str(&p.target_delimiter);
         if suite.templates.has("target") {
-            out.push_str(&render_text(suite, example, ex_item.as_ref(), "target")?);
+            out.push_str(&render_text(suite, example, ex_item.as_ref(), "target", format)?);
         } else if let Some(it) = &ex_item {
             out.push_str(&it.continuations[it.gold]);
         }
         out.push_str(&p.fewshot_separator);
     }
-    out.push_str(&render_text(suite, doc, item, "text")?);
+    out.push_str(&render_text(suite, doc, item, "text", format)?);
     Ok(out)
 }
 
@@ -328,7 +343,9 @@ pub fn item_with_answer(suite: &Suite, doc: &Doc) -> Result<String, SuiteError> 
     text.push_str(&suite.def.prompt.target_delimiter);
     match &item {
         Some(item) => text.push_str(&item.continuations[item.gold]),
-        None if suite.templates.has("target") => text.push_str(&render_text(suite, doc, None, "target")?),
+        None if suite.templates.has("target") => {
+            text.push_str(&render_text(suite, doc, None, "target", None)?)
+        }
         None => {}
     }
     Ok(text)

@@ -109,6 +109,17 @@ fn robustness_markdown(robustness: &BTreeMap<String, FamilyRobustness>) -> Strin
     let mut out = String::from("\nRobustness (each family's variants against the originals):\n\n");
     out.push_str(&table(&FamilyRobustness::COLUMNS, &rows));
     for (family, r) in robustness {
+        if let Some(f) = &r.formats {
+            let means: Vec<String> = f.per_format.iter().map(|m| format!("{m:.4}")).collect();
+            out.push_str(&format!(
+                "\n{family}: spread {:.4} [{:.4}, {:.4}] across the suite's own format and {} others ({})\n",
+                f.spread,
+                f.spread_ci95[0],
+                f.spread_ci95[1],
+                f.per_format.len() - 1,
+                means.join(", ")
+            ));
+        }
         let Some(o) = &r.options else { continue };
         let letters: Vec<String> = o.selection_rate.keys().cloned().collect();
         let recall: Vec<String> =

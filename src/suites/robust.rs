@@ -14,7 +14,10 @@ use super::record::SampleRecord;
 use super::reports::primary_metric;
 use super::template::LETTERS;
 use crate::stats::paired::{mcnemar_exact, paired_bootstrap, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
-use crate::stats::robustness::{robustness as outcome_stats, Outcome};
+use crate::stats::robustness::{format_spread, robustness as outcome_stats, Outcome};
+
+/// Resamples of the format spread's interval: each recomputes every format's mean.
+const FORMAT_RESAMPLES: usize = 2_000;
 
 /// Share of documents whose variants estimate PriDe's prior over option letters.
 pub const PRIDE_ESTIMATION_SHARE: f64 = 0.05;
@@ -54,6 +57,19 @@ pub struct FamilyRobustness {
     pub mcnemar: Vec<VariantTest>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub options: Option<OptionFigures>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub formats: Option<FormatFigures>,
+}
+
+/// What only `format:K` has: the metric under each format and how far apart they lie.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormatFigures {
+    /// The mean under the suite's own format (first), then under each variant's, by index.
+    pub per_format: Vec<f64>,
+    /// Best format's mean − worst's, and its 95% bootstrap interval over documents in which
+    /// each resample picks its own best and worst.
+    pub spread: f64,
+    pub spread_ci95: [f64; 2],
 }
 
 impl FamilyRobustness {
@@ -245,6 +261,9 @@ fn family_figures(units: &[Unit<'_>], metric: &str, docs: usize) -> FamilyRobust
     );
     let drop = original - variant_mean;
 
+    let shows_formats = units
+        .iter()
+        .any(|u| u.variants.iter().any(|v| v.variant.as_ref().is_some_and(|x| x.format.is_some())));
     let positions = if moves_options {
         units
             .iter()
@@ -329,7 +348,32 @@ fn family_figures(units: &[Unit<'_>], metric: &str, docs: usize) -> FamilyRobust
         consistency: stats.consistency,
         mcnemar,
         options: moves_options.then(|| option_figures(units, metric, positions, docs, &stats)),
+        formats: shows_formats.then(|| format_figures(units, metric)),
     }
+}
+
+/// Per document (its seeds averaged), the metric under the original format and each variant's
+/// by index; documents missing a format are left out.
+fn format_figures(units: &[Unit<'_>], metric: &str) -> FormatFigures {
+    let formats = units.iter().map(|u| u.variants.len()).max().unwrap_or(0) + 1;
+    let mut per_doc: BTreeMap<usize, Vec<Vec<f64>>> = BTreeMap::new();
+    for u in units.iter().filter(|u| u.variants.len() + 1 == formats) {
+        let mut row = vec![u.original.scores.get(metric).copied().unwrap_or(0.0)];
+        let mut variants = u.variants.clone();
+        variants.sort_by_key(|v| v.variant.as_ref().map_or(0, |x| x.index));
+        row.extend(variants.iter().map(|v| v.scores.get(metric).copied().unwrap_or(0.0)));
+        per_doc.entry(u.doc).or_default().push(row);
+    }
+    let rows: Vec<Vec<f64>> = per_doc
+        .values()
+        .map(|seeds| {
+            (0..formats)
+                .map(|f| crate::stats::mean(&seeds.iter().map(|r| r[f]).collect::<Vec<_>>()))
+                .collect()
+        })
+        .collect();
+    let (per_format, spread, spread_ci95) = format_spread(&rows, FORMAT_RESAMPLES, BOOTSTRAP_SEED);
+    FormatFigures { per_format, spread, spread_ci95 }
 }
 
 fn option_figures(
@@ -442,6 +486,7 @@ pub(crate) mod fixtures {
                     .collect();
                 let pick = crate::suites::engine::mc_predictions(&choices)[0].1;
                 let variant = (r > 0).then(|| VariantRecord {
+                    format: None,
                     family: "options.circular".into(),
                     index: r,
                     applied: true,

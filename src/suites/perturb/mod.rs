@@ -8,14 +8,16 @@
 //! variants. A variant's record keeps the original's key with `@FAMILY#INDEX` added, so the
 //! originals of a perturbed run pair with a plain run's records.
 
+mod format;
 mod text;
 
 use serde::{Deserialize, Serialize};
 
 use super::config::Suite;
 use super::def::SuiteKind;
-use super::prompt::{permutation, stable_hash, Doc};
+use super::prompt::{permutation, stable_hash, Doc, Shown};
 use crate::stats::robustness::rotation;
+pub use format::PromptFormat;
 pub use text::TextEdit;
 
 /// What the families produce; bumped whenever one of them produces something else for the same
@@ -35,6 +37,8 @@ pub enum Family {
     FewshotOrder,
     /// Seeded edits of the suite's prose fields (`[perturb] text`).
     Text(TextEdit),
+    /// `K` prompt formats other than the suite's own, each the same for every document.
+    Format(usize),
 }
 
 impl Family {
@@ -48,20 +52,21 @@ impl Family {
             Family::Text(TextEdit::Typo) => "text.typo",
             Family::Text(TextEdit::Case) => "text.case",
             Family::Text(TextEdit::Space) => "text.space",
+            Family::Format(_) => "format",
         }
     }
 
     /// As written on the command line (`options.permute:3`).
     pub fn spec(self) -> String {
         match self {
-            Family::OptionsPermute(n) => format!("{}:{n}", self.name()),
+            Family::OptionsPermute(n) | Family::Format(n) => format!("{}:{n}", self.name()),
             _ => self.name().to_owned(),
         }
     }
 
     /// Whether its variants depend on `--perturb-seed` (rotations and identity do not).
     fn seeded(self) -> bool {
-        matches!(self, Family::OptionsPermute(_) | Family::FewshotOrder | Family::Text(_))
+        matches!(self, Family::OptionsPermute(_) | Family::FewshotOrder | Family::Text(_) | Family::Format(_))
     }
 
     /// Whether it moves options (and so gets the option metrics).
@@ -75,7 +80,7 @@ pub const IDENTITY: &str = "identity";
 
 /// The families `--perturb` knows, for messages.
 pub const FAMILIES: &str =
-    "identity, options.circular, options.permute:N, fewshot.order, text.typo, text.case, text.space";
+    "identity, options.circular, options.permute:N, format:K, fewshot.order, text.typo, text.case, text.space";
 
 /// One family as written (`options.permute:3`).
 pub fn parse_family(text: &str) -> Result<Family, String> {
@@ -97,6 +102,11 @@ pub fn parse_family(text: &str) -> Result<Family, String> {
         ("options.permute", None) => {
             return Err(format!("`{text}`: say how many permutations, options.permute:N"))
         }
+        ("format", Some(k)) => match k.parse::<usize>() {
+            Ok(k) if k >= 1 => Family::Format(k),
+            _ => return Err(format!("`{text}`: expected format:K with K a count of 1 or more")),
+        },
+        ("format", None) => return Err(format!("`{text}`: say how many formats, format:K")),
         _ => return Err(format!("unknown perturbation `{text}` (known: {FAMILIES})")),
     };
     Ok(family)
@@ -130,6 +140,12 @@ impl PerturbSpec {
                 family.spec()
             ));
         }
+        if matches!(family, Family::Format(_)) && suite.def.prompt.format.is_none() {
+            return Some(format!(
+                "{} varies the prompt's format, and the suite file declares none ([prompt.format])",
+                family.spec()
+            ));
+        }
         if family.moves_options() && suite.kind() != SuiteKind::MultipleChoice {
             return Some(format!("{} moves options, and this suite has none", family.spec()));
         }
@@ -145,7 +161,7 @@ impl PerturbSpec {
         for &family in &self.families {
             let count = match family {
                 Family::OptionsCircular => options.saturating_sub(1),
-                Family::OptionsPermute(n) => n,
+                Family::OptionsPermute(n) | Family::Format(n) => n,
                 Family::Identity | Family::FewshotOrder | Family::Text(_) => self.variants,
             };
             out.extend((1..=count).map(|index| Variant { family, index, seed: self.seed }));
@@ -213,6 +229,13 @@ impl Variant {
         Some(edited)
     }
 
+    /// The prompt format this variant shows; the same for every document of the run.
+    pub fn format(&self, suite: &Suite) -> Option<PromptFormat> {
+        let Family::Format(_) = self.family else { return None };
+        let own = suite.def.prompt.format.as_ref()?;
+        Some(PromptFormat::variant(own.get_ref(), self.index, self.key(b"format", "")))
+    }
+
     /// Mixed into the item's sampling seed: identity's whole point.
     pub fn sampling_salt(&self, doc_id: &str) -> Option<u64> {
         (self.family == Family::Identity).then(|| self.key(b"sampling", doc_id))
@@ -238,16 +261,16 @@ pub struct VariantRecord {
     /// The few-shot examples shown, as indices into the original's order.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fewshot_order: Option<Vec<usize>>,
+    /// The prompt format shown (`format:K`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub format: Option<PromptFormat>,
 }
 
 impl VariantRecord {
     /// `row_edited`: whether the variant's edits changed the row.
-    pub fn new(
-        variant: &Variant,
-        option_order: Option<Vec<usize>>,
-        fewshot_order: Option<Vec<usize>>,
-        row_edited: bool,
-    ) -> Self {
+    pub fn new(variant: &Variant, shown: &Shown, option_order: Option<Vec<usize>>, row_edited: bool) -> Self {
+        let fewshot_order = shown.fewshot_order.clone();
+        let format = shown.format.clone();
         let moved = |order: &Option<Vec<usize>>| {
             order.as_ref().is_some_and(|o| o.iter().enumerate().any(|(i, &j)| i != j))
         };
@@ -256,6 +279,7 @@ impl VariantRecord {
             Family::OptionsCircular | Family::OptionsPermute(_) => moved(&option_order),
             Family::FewshotOrder => moved(&fewshot_order),
             Family::Text(_) => row_edited,
+            Family::Format(_) => format.is_some(),
         };
         Self {
             family: variant.family.name().to_owned(),
@@ -263,6 +287,7 @@ impl VariantRecord {
             applied,
             option_order,
             fewshot_order,
+            format,
         }
     }
 
