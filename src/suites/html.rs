@@ -126,53 +126,46 @@ fn robustness_view(robustness: &BTreeMap<String, FamilyRobustness>) -> Markup {
         Table { id: "robust-families", columns: columns.collect(), rows, filter_column: None }.render();
     for (family, r) in robustness {
         if let Some(f) = &r.formats {
-            let bars: Vec<Bar> = f
+            let bars: Vec<(String, f64, String)> = f
                 .per_format
                 .iter()
                 .enumerate()
-                .map(|(i, &value)| Bar {
-                    label: if i == 0 { "own".into() } else { format!("#{i}") },
-                    value,
-                    note: format!("{value:.3}"),
-                    class: String::new(),
-                    whisker: None,
+                .map(|(i, &value)| {
+                    (if i == 0 { "own".into() } else { format!("#{i}") }, value, format!("{value:.3}"))
                 })
                 .collect();
-            out.push(text_tag(
-                "h3",
-                &[],
-                &format!(
-                    "{family}: spread {:.4} [{:.4}, {:.4}]",
-                    f.spread, f.spread_ci95[0], f.spread_ci95[1]
-                ),
-            ));
-            out.push(svg::bars(&format!("{family}: {} per format", r.metric), &bars, 1.0));
+            let heading = format!(
+                "{family}: spread {:.4} [{:.4}, {:.4}]",
+                f.spread, f.spread_ci95[0], f.spread_ci95[1]
+            );
+            out.push(titled_bars(&heading, &format!("{family}: {} per format", r.metric), bars));
         }
         let Some(o) = &r.options else { continue };
-        let bars: Vec<Bar> = o
+        let bars: Vec<(String, f64, String)> = o
             .recall_by_position
             .iter()
             .zip(o.selection_rate.iter())
             .filter_map(|(recall, (letter, chosen))| {
-                recall.map(|value| Bar {
-                    label: letter.clone(),
-                    value,
-                    note: format!("recall {value:.3}, chosen {chosen:.3}"),
-                    class: String::new(),
-                    whisker: None,
-                })
+                recall.map(|value| (letter.clone(), value, format!("recall {value:.3}, chosen {chosen:.3}")))
             })
             .collect();
-        out.push(text_tag(
-            "h3",
-            &[],
-            &format!(
-                "{family}: recall by the gold's letter (RStd {:.4}); PriDe-debiased accuracy {:.4}",
-                o.rstd, o.pride_accuracy
-            ),
-        ));
-        out.push(svg::bars(&format!("{family}: recall by gold position"), &bars, 1.0));
+        let heading = format!(
+            "{family}: recall by the gold's letter (RStd {:.4}); PriDe-debiased accuracy {:.4}",
+            o.rstd, o.pride_accuracy
+        );
+        out.push(titled_bars(&heading, &format!("{family}: recall by gold position"), bars));
     }
+    out
+}
+
+/// A heading over bars on a 0–1 scale, each `(label, value, note)`.
+fn titled_bars(heading: &str, title: &str, bars: Vec<(String, f64, String)>) -> Markup {
+    let bars: Vec<Bar> = bars
+        .into_iter()
+        .map(|(label, value, note)| Bar { label, value, note, class: String::new(), whisker: None })
+        .collect();
+    let mut out = text_tag("h3", &[], heading);
+    out.push(svg::bars(title, &bars, 1.0));
     out
 }
 
