@@ -182,32 +182,44 @@ fn killed_runs_resume_to_the_uninterrupted_results() {
         |a, b| assert_eq!(predictions(a), predictions(b)),
     );
 
-    // eval: the MMLU fixture, scored by the default model.
+    // eval: the MMLU fixture, scored by the default model, each item with its rotations and a
+    // typo variant (the robustness section must come out the same too).
     let mmlu = root().join("tests/fixtures/suites/mmlu");
     let eval_args = |out: &Path| -> Vec<String> {
+        let perturb = ["--perturb", "options.circular,text.typo"];
         ["eval", "mmlu", "--data", mmlu.to_str().unwrap(), "--shots", "1", "--seeds", "0,1"]
             .iter()
+            .chain(&perturb)
             .map(|s| s.to_string())
             .chain(["--out".to_string(), out.display().to_string()])
             .collect()
     };
-    let scores = |out: &Path| -> (serde_json::Value, BTreeMap<String, serde_json::Value>) {
+    let item_key = |v: &serde_json::Value| {
+        format!("{}:{}@{}#{}", v["seed"], v["doc_id"], v["variant"]["family"], v["variant"]["index"])
+    };
+    let scores = |out: &Path| -> (serde_json::Value, serde_json::Value, BTreeMap<String, serde_json::Value>) {
         let samples = std::fs::read_to_string(out.join("samples.jsonl"))
             .unwrap()
             .lines()
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                (format!("{}:{}", v["seed"], v["doc_id"]), v["choices"].clone())
+                (item_key(&v), v["choices"].clone())
             })
             .collect();
-        (json(&out.join("results.json"))["metrics"].clone(), samples)
+        let results = json(&out.join("results.json"));
+        (results["metrics"].clone(), results["robustness"].clone(), samples)
     };
     kill_and_resume(
         "eval",
         eval_args,
         |out| out.join("samples.jsonl"),
-        |v| format!("{}:{}", v["seed"], v["doc_id"]),
-        |a, b| assert_eq!(scores(a), scores(b)),
+        item_key,
+        |a, b| {
+            let (a, b) = (scores(a), scores(b));
+            assert_eq!(a.2.len(), 2 * 5 * (1 + 3 + 1), "originals, rotations and typos of both seeds");
+            assert!(a.1["options.circular"]["worst_case"].is_number());
+            assert_eq!(a, b);
+        },
     );
 
     // Whatever the killed grading runs had started was removed by the runs after them.

@@ -319,3 +319,38 @@ fn formats_restyle_the_prompt_and_keep_its_content() {
     let distinct: std::collections::BTreeSet<String> = by_index.values().map(|f| f.to_string()).collect();
     assert_eq!(distinct.len(), 4, "four different formats");
 }
+
+/// How many sequences the engine decodes together changes nothing in a perturbed run: the
+/// same outputs for every original and variant, the same robustness section.
+#[test]
+fn decoding_one_or_eight_at_a_time_gives_the_same_perturbed_run() {
+    let suite = load_suite("gsm8k").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for batch in [1, 8] {
+        let mut engine = model();
+        engine.set_max_batch(batch);
+        let out = dir.path().join(format!("batch-{batch}"));
+        let mut opts = EvalOptions::new(&out);
+        opts.data = Some(fixtures().join("gsm8k"));
+        opts.shots = Some(0);
+        opts.limit = Some(2);
+        opts.perturb = Some(PerturbSpec {
+            families: vec![
+                Family::Identity,
+                repairbench::suites::perturb::parse_family("text.typo").unwrap(),
+            ],
+            seed: 3,
+            variants: 2,
+        });
+        let summary = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
+        let outputs: BTreeMap<String, Vec<String>> = records(&out)
+            .into_iter()
+            .map(|(k, r)| (k, r.outputs.into_iter().map(|o| o.text).collect()))
+            .collect();
+        runs.push((outputs, summary.robustness));
+    }
+    assert_eq!(runs[0].0.len(), 2 * (1 + 2 + 2));
+    assert_eq!(runs[0], runs[1]);
+    assert_eq!(runs[0].1["identity"].drop, 0.0, "greedy decoding: identity drops nothing");
+}
