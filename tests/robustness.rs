@@ -354,3 +354,21 @@ fn decoding_one_or_eight_at_a_time_gives_the_same_perturbed_run() {
     assert_eq!(runs[0], runs[1]);
     assert_eq!(runs[0].1["identity"].drop, 0.0, "greedy decoding: identity drops nothing");
 }
+
+/// A document id with `@` could take a variant's key, so a perturbed run refuses it, naming
+/// the row.
+#[test]
+fn an_id_that_could_pass_for_a_variant_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = std::fs::read_to_string(fixtures().join("arc/test.jsonl")).unwrap();
+    let rows = rows.replacen("\"MCAS_2004_9_6\"", "\"Mercury_7175875@options.circular#1\"", 1);
+    std::fs::write(dir.path().join("test.jsonl"), rows).unwrap();
+    let suite = load_suite("arc_easy").unwrap();
+    let mut opts = EvalOptions::new(dir.path().join("out"));
+    opts.data = Some(dir.path().to_owned());
+    opts.perturb = circular();
+    let mut engine = model();
+    let err =
+        evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap_err().to_string();
+    assert!(err.contains("test.jsonl:2:") && err.contains("holds `@`"), "{err}");
+}

@@ -320,6 +320,12 @@ pub fn evaluate_with(
         if let Some(message) = spec.families.iter().find_map(|&f| PerturbSpec::refusal(f, suite, shots)) {
             return Err(SuiteError::Perturb { suite: suite.def.name.clone(), message });
         }
+        // A variant's key is its original's with `@FAMILY#INDEX` added: an id holding `@`
+        // could take another item's key.
+        if let Some(doc) = docs.iter().find(|d| d.id.contains('@')) {
+            return Err(doc
+                .err(format!("document id `{}` holds `@`, which perturbed runs keep for variants", doc.id)));
+        }
     }
 
     std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
