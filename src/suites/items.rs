@@ -10,7 +10,7 @@ use crate::model::{
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::Suite;
-use super::perturb::{Variant, VariantRecord};
+use super::perturb::{Family, Variant, VariantRecord};
 use super::prompt::{
     build_prompt_shown, choice_item, choice_item_shown, fewshot_examples, render_with, stable_hash, Doc,
     Shown,
@@ -86,9 +86,16 @@ impl Run<'_, '_> {
         item: Option<&super::prompt::ChoiceItem>,
         option_order: Option<Vec<usize>>,
     ) -> Result<(String, Option<VariantRecord>), SuiteError> {
-        let examples = fewshot_examples(self.suite, &self.pool, doc, self.shots, seed).len();
+        // The examples are counted only for the variant that reorders them: choosing them
+        // again for every item would double that work on the plain path.
+        let reorders = variant.filter(|v| v.family == Family::FewshotOrder);
         let shown = Shown {
-            fewshot_order: variant.and_then(|v| v.fewshot_order(&doc.id, examples)),
+            fewshot_order: reorders.and_then(|v| {
+                v.fewshot_order(
+                    &doc.id,
+                    fewshot_examples(self.suite, &self.pool, doc, self.shots, seed).len(),
+                )
+            }),
             format: variant.and_then(|v| v.format(self.suite)),
         };
         let edited = variant.and_then(|v| v.edited(self.suite, doc));

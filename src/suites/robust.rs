@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::perturb::IDENTITY;
+use super::perturb::{VariantRecord, IDENTITY};
 use super::prompt::stable_hash;
 use super::record::SampleRecord;
 use super::reports::primary_metric;
@@ -179,7 +179,7 @@ pub fn variants_of<'r>(
     original_key: &str,
     family: &str,
 ) -> Vec<&'r SampleRecord> {
-    let prefix = format!("{original_key}@{family}#");
+    let prefix = format!("{original_key}{}", VariantRecord::key_prefix(family));
     records.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(_, r)| r).collect()
 }
 

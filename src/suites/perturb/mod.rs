@@ -293,7 +293,12 @@ impl VariantRecord {
 
     /// The suffix a variant adds to its original's key.
     pub fn key_suffix(family: &str, index: usize) -> String {
-        format!("@{family}#{index}")
+        format!("{}{index}", Self::key_prefix(family))
+    }
+
+    /// What every variant key of `family` adds before its index.
+    pub fn key_prefix(family: &str) -> String {
+        format!("@{family}#")
     }
 }
 
