@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use repairbench::kernel::store::StoredRecord;
 use repairbench::model::{Engine, LanguageModel};
-use repairbench::suites::perturb::{Family, PerturbSpec};
+use repairbench::suites::perturb::{CodeEdit, Family, PerturbSpec};
 use repairbench::suites::{evaluate, load_suite, EvalOptions, EvalSummary, SampleRecord};
 
 fn fixtures() -> PathBuf {
@@ -198,6 +198,13 @@ fn a_family_that_cannot_apply_is_refused() {
     let mut engine = model();
     let err = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap_err();
     assert_eq!(err.to_string(), "suite `gsm8k`: options.circular moves options, and this suite has none");
+    assert!(!dir.path().join("samples.jsonl").exists());
+    opts.perturb = Some(PerturbSpec { families: vec![Family::Code(CodeEdit::Rename)], seed: 0, variants: 1 });
+    let err = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "suite `gsm8k`: code.rename edits a task's code, and the suite file does not say where it is ([perturb.code])"
+    );
     assert!(!dir.path().join("samples.jsonl").exists());
 }
 

@@ -92,6 +92,15 @@ fn bad_suite_files_name_file_and_line() {
     );
     let err = parse_err(&format!("{GOOD_MC}\n[perturb]\nprose = [\"question\"]\n"));
     assert!(err.starts_with("bad.toml:16:") && err.contains("prose"), "{err}");
+    // Code fields belong to a code suite, and name fields the rows have.
+    let err = parse_err(&format!("{GOOD_MC}\n[perturb.code]\nfunction = [\"question\"]\n"));
+    assert!(err.starts_with("bad.toml:15:") && err.contains("belongs to a code suite"), "{err}");
+    let err =
+        parse_err(&format!("{GOOD_MC}\n[perturb.code]\nfunction = [\"question\"]\ncallers = [\"tests\"]\n"));
+    assert!(
+        err.starts_with("bad.toml:15:") && err.contains("`tests`, which is not among data.fields"),
+        "{err}"
+    );
 }
 
 #[test]

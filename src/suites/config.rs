@@ -112,11 +112,27 @@ impl Suite {
             }
         }
         if let Some(perturb) = &def.perturb {
-            if let Some(field) = perturb.get_ref().text.iter().find(|f| !def.data.fields.contains(f)) {
+            let p = perturb.get_ref();
+            if let Some(field) = p.text.iter().find(|f| !def.data.fields.contains(f)) {
                 return Err(at(
                     perturb.span(),
                     format!("perturb.text names `{field}`, which is not among data.fields"),
                 ));
+            }
+            if let Some(code) = &p.code {
+                if let Some(field) = code.fields().find(|f| !def.data.fields.contains(f)) {
+                    return Err(at(
+                        perturb.span(),
+                        format!("perturb.code names `{field}`, which is not among data.fields"),
+                    ));
+                }
+                if kind != SuiteKind::Code || code.function.is_empty() {
+                    return Err(at(
+                        perturb.span(),
+                        "perturb.code belongs to a code suite and names its function's fields (function = [...])"
+                            .into(),
+                    ));
+                }
             }
         }
         if def.fewshot.k > 0 && kind != SuiteKind::MultipleChoice && def.prompt.target.is_none() {

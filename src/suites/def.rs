@@ -52,6 +52,37 @@ pub struct PerturbDef {
     /// Fields holding prose (a question, a context): never the options, the answer or code.
     #[serde(default)]
     pub text: Vec<String>,
+    /// Where a code suite's row keeps its function (`code.rename`, `code.docstring`,
+    /// `code.format`).
+    #[serde(default)]
+    pub code: Option<CodeFieldsDef>,
+}
+
+/// The fields of a code suite's row that the code families edit together (`[perturb.code]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeFieldsDef {
+    /// Fields that, joined in this order, are the Python source defining the function
+    /// (HumanEval: the prompt, then the canonical solution).
+    pub function: Vec<String>,
+    /// Fields of code that calls the function by name (the tests); a list field is a list of
+    /// snippets.
+    #[serde(default)]
+    pub callers: Vec<String>,
+    /// The field holding the function's name; without one, the function is the first the
+    /// source defines that the callers name.
+    #[serde(default)]
+    pub entry_point: Option<String>,
+    /// Prose describing the task outside the code (MBPP's text): `code.docstring` edits it too.
+    #[serde(default)]
+    pub description: Vec<String>,
+}
+
+impl CodeFieldsDef {
+    /// Every field named, for validation.
+    pub fn fields(&self) -> impl Iterator<Item = &String> {
+        self.function.iter().chain(&self.callers).chain(&self.entry_point).chain(&self.description)
+    }
 }
 
 /// Where rows come from, first found first: `--data` (a directory holding `test` and

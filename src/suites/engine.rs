@@ -317,6 +317,12 @@ pub fn evaluate_with(
                 message: "perturbed runs run on this machine; leave out --executor".into(),
             });
         }
+        if opts.samples.is_some() {
+            return Err(SuiteError::Perturb {
+                suite: suite.def.name.clone(),
+                message: "--samples holds completions of the original prompts only; perturbed runs need a model (or --canonical)".into(),
+            });
+        }
         if let Some(message) = spec.families.iter().find_map(|&f| PerturbSpec::refusal(f, suite, shots)) {
             return Err(SuiteError::Perturb { suite: suite.def.name.clone(), message });
         }
@@ -401,6 +407,7 @@ pub fn evaluate_with(
         model,
         runner,
         completions,
+        canonical: opts.canonical,
         scored: Default::default(),
     };
     // Each record is stored as soon as it exists, so a crash keeps it.

@@ -63,6 +63,9 @@ pub(super) struct Run<'a, 'm> {
     pub(super) model: Option<&'m mut dyn LanguageModel>,
     pub(super) runner: Option<&'a dyn CodeRunner>,
     pub(super) completions: Option<HashMap<String, Vec<String>>>,
+    /// Code suites: the completion is the reference solution of the item as shown (a
+    /// variant's renamed solution for a renamed variant).
+    pub(super) canonical: bool,
     /// The scores of the item last scored, by request: a variant that shows
     /// the same prompt (options reordered where the prompt never lists them) reuses them
     /// instead of scoring again.
@@ -77,15 +80,17 @@ pub(super) struct ScoreCache {
 }
 
 impl Run<'_, '_> {
-    /// The prompt of `doc` as `variant` shows it (its prose edited, the few-shot examples in
-    /// its order), and the variant's record given the options it showed.
+    /// The prompt of `doc` as `variant` shows it (its prose or code edited, the few-shot
+    /// examples in its order), the variant's record given the options it showed, and the row
+    /// as the variant edited it (the program and reference solution of a code variant come
+    /// from it).
     fn prompt_for(
         &self,
         seed: u64,
         (doc, variant): Job<'_>,
         item: Option<&super::prompt::ChoiceItem>,
         option_order: Option<Vec<usize>>,
-    ) -> Result<(String, Option<VariantRecord>), SuiteError> {
+    ) -> Result<(String, Option<VariantRecord>, Option<Doc>), SuiteError> {
         // The examples are counted only for the variant that reorders them: choosing them
         // again for every item would double that work on the plain path.
         let reorders = variant.filter(|v| v.family == Family::FewshotOrder);
@@ -109,7 +114,7 @@ impl Run<'_, '_> {
             seed,
             &shown,
         )?;
-        Ok((prompt, variant.map(|v| VariantRecord::new(&v, &shown, option_order, row_edited))))
+        Ok((prompt, variant.map(|v| VariantRecord::new(&v, &shown, option_order, row_edited)), edited))
     }
 
     fn base_record(
@@ -149,7 +154,7 @@ impl Run<'_, '_> {
         if let Some(order) = &option_order {
             item = choice_item_shown(self.suite, doc, seed, Some(order))?;
         }
-        let (context, variant) = self.prompt_for(seed, job, Some(&item), option_order)?;
+        let (context, variant, _) = self.prompt_for(seed, job, Some(&item), option_order)?;
         let delimiter = self.suite.def.prompt.target_delimiter.clone();
         let requests: Vec<ScoreRequest> = item
             .continuations
@@ -212,7 +217,7 @@ impl Run<'_, '_> {
         let mut variants = Vec::with_capacity(docs.len());
         for &job in docs {
             match self.prompt_for(seed, job, None, None) {
-                Ok((prompt, variant)) => {
+                Ok((prompt, variant, _)) => {
                     requests.push(generation_request(self.suite, &prompt, seed, job));
                     variants.push(variant);
                 }
@@ -291,15 +296,25 @@ impl Run<'_, '_> {
         let code = self.suite.code().expect("checked at load").clone();
         let mut records = Vec::new();
         let mut programs = Vec::new();
-        let (prompts, variants): (Vec<String>, Vec<Option<VariantRecord>>) = batch
-            .iter()
-            .map(|&job| self.prompt_for(seed, job, None, None))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .unzip();
+        let mut prompts = Vec::with_capacity(batch.len());
+        let mut variants = Vec::with_capacity(batch.len());
+        let mut shown_docs = Vec::with_capacity(batch.len());
+        for &job in batch {
+            let (prompt, variant, edited) = self.prompt_for(seed, job, None, None)?;
+            prompts.push(prompt);
+            variants.push(variant);
+            shown_docs.push(edited.unwrap_or_else(|| job.0.clone()));
+        }
         // Every completion of the batch first (the model decodes them together), then one
         // sandbox run for all their programs.
         let generated: Vec<(String, Vec<String>)> = match &self.completions {
+            Some(_) if self.canonical => shown_docs
+                .iter()
+                .zip(&prompts)
+                .map(|(shown, prompt)| {
+                    Ok((prompt.clone(), vec![render_with(self.suite, shown, "canonical", &[])?]))
+                })
+                .collect::<Result<_, SuiteError>>()?,
             Some(map) => batch
                 .iter()
                 .zip(&prompts)
@@ -334,14 +349,14 @@ impl Run<'_, '_> {
                     .collect::<Result<_, SuiteError>>()?
             }
         };
-        for (((&(doc, _), prompt), (sent, completions)), variant) in
-            batch.iter().zip(&prompts).zip(generated).zip(variants)
+        for ((((&(doc, _), prompt), (sent, completions)), variant), shown) in
+            batch.iter().zip(&prompts).zip(generated).zip(variants).zip(&shown_docs)
         {
             let mut record = self.base_record(seed, doc, sent, variant);
             for completion in completions {
                 let source = render_with(
                     self.suite,
-                    doc,
+                    shown,
                     "program",
                     &[("completion", completion.clone().into()), ("prompt_text", prompt.clone().into())],
                 )?;

@@ -8,6 +8,7 @@
 //! variants. A variant's record keeps the original's key with `@FAMILY#INDEX` added, so the
 //! originals of a perturbed run pair with a plain run's records.
 
+mod code;
 mod format;
 mod text;
 
@@ -17,6 +18,7 @@ use super::config::Suite;
 use super::def::SuiteKind;
 use super::prompt::{permutation, stable_hash, Doc, Shown};
 use crate::stats::robustness::rotation;
+pub use code::CodeEdit;
 pub use format::PromptFormat;
 pub use text::TextEdit;
 
@@ -39,6 +41,8 @@ pub enum Family {
     Text(TextEdit),
     /// `K` prompt formats other than the suite's own, each the same for every document.
     Format(usize),
+    /// Seeded edits of a code task's function (`[perturb.code]`), its tests following.
+    Code(CodeEdit),
 }
 
 impl Family {
@@ -53,6 +57,9 @@ impl Family {
             Family::Text(TextEdit::Case) => "text.case",
             Family::Text(TextEdit::Space) => "text.space",
             Family::Format(_) => "format",
+            Family::Code(CodeEdit::Rename) => "code.rename",
+            Family::Code(CodeEdit::Docstring) => "code.docstring",
+            Family::Code(CodeEdit::Format) => "code.format",
         }
     }
 
@@ -66,7 +73,14 @@ impl Family {
 
     /// Whether its variants depend on `--perturb-seed` (rotations and identity do not).
     fn seeded(self) -> bool {
-        matches!(self, Family::OptionsPermute(_) | Family::FewshotOrder | Family::Text(_) | Family::Format(_))
+        matches!(
+            self,
+            Family::OptionsPermute(_)
+                | Family::FewshotOrder
+                | Family::Text(_)
+                | Family::Format(_)
+                | Family::Code(_)
+        )
     }
 
     /// Whether it moves options (and so gets the option metrics).
@@ -79,8 +93,7 @@ impl Family {
 pub const IDENTITY: &str = "identity";
 
 /// The families `--perturb` knows, for messages.
-pub const FAMILIES: &str =
-    "identity, options.circular, options.permute:N, format:K, fewshot.order, text.typo, text.case, text.space";
+pub const FAMILIES: &str = "identity, options.circular, options.permute:N, format:K, fewshot.order, text.typo, text.case, text.space, code.rename, code.docstring, code.format";
 
 /// One family as written (`options.permute:3`).
 pub fn parse_family(text: &str) -> Result<Family, String> {
@@ -95,6 +108,9 @@ pub fn parse_family(text: &str) -> Result<Family, String> {
         ("text.typo", None) => Family::Text(TextEdit::Typo),
         ("text.case", None) => Family::Text(TextEdit::Case),
         ("text.space", None) => Family::Text(TextEdit::Space),
+        ("code.rename", None) => Family::Code(CodeEdit::Rename),
+        ("code.docstring", None) => Family::Code(CodeEdit::Docstring),
+        ("code.format", None) => Family::Code(CodeEdit::Format),
         ("options.permute", Some(n)) => match n.parse::<usize>() {
             Ok(n) if n >= 1 => Family::OptionsPermute(n),
             _ => return Err(format!("`{text}`: expected options.permute:N with N a count of 1 or more")),
@@ -146,6 +162,12 @@ impl PerturbSpec {
                 family.spec()
             ));
         }
+        if matches!(family, Family::Code(_)) && code_fields(suite).is_none() {
+            return Some(format!(
+                "{} edits a task's code, and the suite file does not say where it is ([perturb.code])",
+                family.spec()
+            ));
+        }
         if family.moves_options() && suite.kind() != SuiteKind::MultipleChoice {
             return Some(format!("{} moves options, and this suite has none", family.spec()));
         }
@@ -162,7 +184,7 @@ impl PerturbSpec {
             let count = match family {
                 Family::OptionsCircular => options.saturating_sub(1),
                 Family::OptionsPermute(n) | Family::Format(n) => n,
-                Family::Identity | Family::FewshotOrder | Family::Text(_) => self.variants,
+                Family::Identity | Family::FewshotOrder | Family::Text(_) | Family::Code(_) => self.variants,
             };
             out.extend((1..=count).map(|index| Variant { family, index, seed: self.seed }));
         }
@@ -216,9 +238,16 @@ impl Variant {
         (self.family == Family::FewshotOrder).then(|| permutation(examples, self.key(b"fewshot", doc_id)))
     }
 
-    /// `doc` with the family's edits made to its prose fields; `None` when this family edits
-    /// no text.
+    /// `doc` with the family's edits made to its prose fields or its code; `None` when this
+    /// family edits no row. A code edit that cannot be made leaves the row as it was (the
+    /// variant is then not `applied`).
     pub fn edited(&self, suite: &Suite, doc: &Doc) -> Option<Doc> {
+        if let Family::Code(edit) = self.family {
+            let fields = code_fields(suite)?;
+            return Some(
+                code::perturb(edit, fields, doc, self.key(b"code", &doc.id)).unwrap_or_else(|| doc.clone()),
+            );
+        }
         let Family::Text(edit) = self.family else { return None };
         let mut edited = doc.clone();
         for field in prose_fields(suite) {
@@ -240,6 +269,11 @@ impl Variant {
     pub fn sampling_salt(&self, doc_id: &str) -> Option<u64> {
         (self.family == Family::Identity).then(|| self.key(b"sampling", doc_id))
     }
+}
+
+/// Where the code families find a row's function: the suite file's `[perturb.code]`.
+fn code_fields(suite: &Suite) -> Option<&super::def::CodeFieldsDef> {
+    suite.def.perturb.as_ref().and_then(|p| p.get_ref().code.as_ref())
 }
 
 /// The fields the text families edit: the suite file's `[perturb] text`.
@@ -278,7 +312,7 @@ impl VariantRecord {
             Family::Identity => true,
             Family::OptionsCircular | Family::OptionsPermute(_) => moved(&option_order),
             Family::FewshotOrder => moved(&fewshot_order),
-            Family::Text(_) => row_edited,
+            Family::Text(_) | Family::Code(_) => row_edited,
             Family::Format(_) => format.is_some(),
         };
         Self {
@@ -316,6 +350,9 @@ mod tests {
             "text.typo",
             "text.case",
             "text.space",
+            "code.rename",
+            "code.docstring",
+            "code.format",
         ] {
             assert_eq!(parse_family(text).unwrap().spec(), text);
         }

@@ -52,8 +52,9 @@ fn protected(text: &str) -> Vec<Range<usize>> {
 
 /// The plain words of `text` outside protected ranges: runs of ASCII letters making up a whole
 /// whitespace-separated token but for surrounding punctuation.
-fn words(text: &str) -> Vec<Range<usize>> {
-    let guarded = protected(text);
+fn words(text: &str, also_protected: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut guarded = protected(text);
+    guarded.extend_from_slice(also_protected);
     let mut out = Vec::new();
     let mut offset = 0;
     for token in text.split_inclusive(char::is_whitespace) {
@@ -85,8 +86,13 @@ fn pick<T: Clone>(candidates: &[T], rng: &mut SplitMix64) -> Vec<T> {
 
 /// `text` with `edit` applied under `seed`; the same text back when nothing can be edited.
 pub fn apply(edit: TextEdit, text: &str, seed: u64) -> String {
+    apply_outside(edit, text, seed, &[])
+}
+
+/// [`apply`], leaving the byte ranges `kept` (a docstring's examples) alone as well.
+pub fn apply_outside(edit: TextEdit, text: &str, seed: u64, kept: &[Range<usize>]) -> String {
     let mut rng = SplitMix64::new(seed);
-    let words = words(text);
+    let words = words(text, kept);
     // Each replacement is (range, new text), applied from the end so ranges stay valid.
     let mut replacements: Vec<(Range<usize>, String)> = match edit {
         TextEdit::Typo => {
