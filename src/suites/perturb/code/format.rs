@@ -73,13 +73,15 @@ pub fn reindent(src: &Source, unit: &str) -> Option<Vec<Edit>> {
             next_token += 1;
         }
         let prefix = &text[start..first];
-        let in_string = strings.iter().find(|(r, _)| r.start < first && first < r.end);
+        let in_string = enclosing(&strings, first).filter(|(r, _)| first < r.end);
         let moves_with_statement = match in_string {
             Some((_, docstring)) => *docstring,
             None => true,
         };
-        let starts_statement =
-            in_string.is_none() && !comments.iter().any(|c| c.start == first) && brackets == 0 && !continued;
+        let starts_statement = in_string.is_none()
+            && comments.binary_search_by_key(&first, |c| c.start).is_err()
+            && brackets == 0
+            && !continued;
         if starts_statement {
             if prefix.contains('\t') {
                 return None;
@@ -110,10 +112,19 @@ pub fn reindent(src: &Source, unit: &str) -> Option<Vec<Edit>> {
         }
         let end = start + body.len();
         continued = body.ends_with('\\')
-            && !strings.iter().any(|(r, _)| r.start < end && end <= r.end)
-            && !comments.iter().any(|c| c.start < end && end <= c.end);
+            && enclosing(&strings, end).is_none()
+            && comments
+                .get(comments.partition_point(|c| c.start < end).wrapping_sub(1))
+                .is_none_or(|c| end > c.end);
     }
     Some(edits)
+}
+
+/// The last string (of `strings`, outermost, in order) starting before `at`; the caller checks
+/// whether it reaches `at`.
+fn enclosing(strings: &[(Range<usize>, bool)], at: usize) -> Option<&(Range<usize>, bool)> {
+    let i = strings.partition_point(|(r, _)| r.start < at);
+    i.checked_sub(1).map(|i| &strings[i]).filter(|(r, _)| at <= r.end)
 }
 
 /// Edits spacing binary operators, assignments' `=` and commas as `spacing` says.

@@ -487,6 +487,22 @@ mod tests {
         );
     }
 
+    /// A row's code is semi-trusted: deep nesting and many lines are walked with loops and
+    /// sorted lookups, never recursion or a parent walk per node, and still edited.
+    #[test]
+    fn hostile_rows_are_read_without_recursion() {
+        let (fields, mut doc) = humaneval_like();
+        let depth = 20_000;
+        let nested = format!("    {}total{} = 0\n", "(".repeat(depth), ")".repeat(depth));
+        let strings = "    s = '''a\n    b'''  # c\n".repeat(5_000);
+        let solution = format!("{nested}{strings}{SOLUTION}");
+        doc.row.fields.insert("canonical_solution".into(), solution.clone().into());
+        for edit in [CodeEdit::Rename, CodeEdit::Docstring, CodeEdit::Format] {
+            let out = perturb(edit, &fields, &doc, 1).unwrap();
+            assert_ne!(out.row.fields, doc.row.fields, "{edit:?}");
+        }
+    }
+
     /// MBPP's layout: no entry-point field, the tests a list of asserts, a description.
     #[test]
     fn mbpp_layout() {

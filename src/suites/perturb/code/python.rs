@@ -174,17 +174,71 @@ impl Source {
         }
     }
 
-    /// The tree's structure, with every leaf's text when `texts`: two sources with the same
-    /// shape and texts differ in insignificant whitespace only.
-    pub fn shape(&self, texts: bool) -> String {
-        let mut out = self.root().to_sexp();
-        if texts {
-            for leaf in self.nodes(self.root()).into_iter().filter(|n| n.child_count() == 0) {
-                out.push('\u{1f}');
-                out.push_str(self.text_of(leaf));
+    /// Every node with its parent, grandparent and field there, and whether a string literal
+    /// encloses it, in one walk (tree-sitter finds a node's parent by walking down from the
+    /// root, which deep nesting would make quadratic).
+    pub fn visits(&self) -> Vec<Visit<'_>> {
+        let mut out = Vec::new();
+        let mut cursor = self.root().walk();
+        // The cursor's ancestors, each with whether it is or is inside a string.
+        let mut stack: Vec<(Node<'_>, bool)> = Vec::new();
+        loop {
+            let node = cursor.node();
+            let in_string = stack.last().is_some_and(|&(_, s)| s);
+            out.push(Visit {
+                node,
+                parent: stack.last().map(|p| p.0),
+                grandparent: stack.len().checked_sub(2).map(|i| stack[i].0),
+                field: cursor.field_name(),
+                in_string,
+            });
+            if cursor.goto_first_child() {
+                stack.push((node, in_string || node.kind() == "string"));
+                continue;
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if !cursor.goto_parent() {
+                    return out;
+                }
+                stack.pop();
             }
         }
-        out
+    }
+
+    /// The tree's structure (each node's field and kind, its children inside), with every
+    /// leaf's text when `texts`: two sources with the same shape and texts differ in
+    /// insignificant whitespace only. Written with a cursor, not recursion, as the nesting of a
+    /// row's code has no bound.
+    pub fn shape(&self, texts: bool) -> String {
+        let mut out = String::new();
+        let mut cursor = self.root().walk();
+        loop {
+            let node = cursor.node();
+            out.push('(');
+            out.push_str(cursor.field_name().unwrap_or(""));
+            out.push(':');
+            out.push_str(node.kind());
+            if texts && node.child_count() == 0 {
+                out.push(' ');
+                out.push_str(self.text_of(node));
+            }
+            if cursor.goto_first_child() {
+                continue;
+            }
+            out.push(')');
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if !cursor.goto_parent() {
+                    return out;
+                }
+                out.push(')');
+            }
+        }
     }
 
     /// Every identifier's text.
@@ -223,10 +277,12 @@ impl Source {
     /// attribute (`x.name`), not a keyword argument's name (`f(name=1)`), not a module path in
     /// an import.
     pub fn references(&self, name: &str, within: Node<'_>) -> Vec<Range<usize>> {
-        self.nodes(within)
+        let inside = within.byte_range();
+        self.visits()
             .into_iter()
-            .filter(|n| n.kind() == "identifier" && self.text_of(*n) == name && is_reference(*n))
-            .map(|n| n.byte_range())
+            .filter(|v| inside.start <= v.node.start_byte() && v.node.end_byte() <= inside.end)
+            .filter(|v| v.node.kind() == "identifier" && self.text_of(v.node) == name && v.is_reference())
+            .map(|v| v.node.byte_range())
             .collect()
     }
 
@@ -307,20 +363,22 @@ impl Source {
 
     /// Leaves (tokens) outside string literals, in order, as (range, kind, parent kind).
     pub fn code_tokens(&self) -> Vec<(Range<usize>, &str, &str)> {
-        self.nodes(self.root())
+        self.visits()
             .into_iter()
-            .filter(|n| n.child_count() == 0 && !n.byte_range().is_empty() && n.kind() != "comment")
-            .filter(|n| !inside_string(*n))
-            .map(|n| (n.byte_range(), n.kind(), n.parent().map_or("", |p| p.kind())))
+            .filter(|v| v.node.child_count() == 0 && !v.node.byte_range().is_empty())
+            .filter(|v| v.node.kind() != "comment" && !v.in_string)
+            .map(|v| (v.node.byte_range(), v.node.kind(), v.parent.map_or("", |p| p.kind())))
             .collect()
     }
 
-    /// Byte ranges of string literals that span lines, each with whether it is a docstring.
+    /// Byte ranges of the outermost string literals that span lines, in order, each with
+    /// whether it is a docstring.
     pub fn long_strings(&self) -> Vec<(Range<usize>, bool)> {
-        self.nodes(self.root())
+        self.visits()
             .into_iter()
-            .filter(|n| n.kind() == "string" && n.start_position().row != n.end_position().row)
-            .map(|n| (n.byte_range(), is_docstring(n)))
+            .filter(|v| v.node.kind() == "string" && !v.in_string)
+            .filter(|v| v.node.start_position().row != v.node.end_position().row)
+            .map(|v| (v.node.byte_range(), v.is_docstring()))
             .collect()
     }
 
@@ -363,39 +421,36 @@ fn class_of(node: Node<'_>) -> bool {
             && node.child_by_field_name("definition").is_some_and(|d| d.kind() == "class_definition"))
 }
 
-fn inside_string(node: Node<'_>) -> bool {
-    let mut at = node.parent();
-    while let Some(n) = at {
-        if n.kind() == "string" {
-            return true;
-        }
-        at = n.parent();
-    }
-    false
+/// See [`Source::visits`].
+#[derive(Clone, Copy)]
+pub struct Visit<'t> {
+    pub node: Node<'t>,
+    parent: Option<Node<'t>>,
+    grandparent: Option<Node<'t>>,
+    /// The node's field in its parent (`name`, `attribute`...).
+    field: Option<&'t str>,
+    in_string: bool,
 }
 
-fn is_docstring(string: Node<'_>) -> bool {
-    let Some(statement) = string.parent().filter(|p| p.kind() == "expression_statement") else {
-        return false;
-    };
-    if statement.named_child_count() != 1 {
-        return false;
-    }
-    match statement.parent() {
-        Some(block) if block.kind() == "block" || block.kind() == "module" => {
-            block.named_child(0) == Some(statement)
+impl Visit<'_> {
+    /// Whether an identifier here is a name of its scope: not an attribute (`x.name`), not a
+    /// keyword argument's name (`f(name=1)`), not a module path in an import.
+    fn is_reference(&self) -> bool {
+        match self.parent.map(|p| p.kind()) {
+            Some("attribute") => self.field != Some("attribute"),
+            Some("keyword_argument") => self.field != Some("name"),
+            Some("dotted_name" | "aliased_import" | "import_statement" | "import_from_statement") => false,
+            _ => true,
         }
-        _ => false,
     }
-}
 
-fn is_reference(node: Node<'_>) -> bool {
-    let Some(parent) = node.parent() else { return true };
-    match parent.kind() {
-        "attribute" => parent.child_by_field_name("attribute") != Some(node),
-        "keyword_argument" => parent.child_by_field_name("name") != Some(node),
-        "dotted_name" | "aliased_import" | "import_statement" | "import_from_statement" => false,
-        _ => true,
+    /// Whether a string here is a docstring: the first statement of a body or module.
+    fn is_docstring(&self) -> bool {
+        let (Some(statement), Some(block)) = (self.parent, self.grandparent) else { return false };
+        statement.kind() == "expression_statement"
+            && statement.named_child_count() == 1
+            && matches!(block.kind(), "block" | "module")
+            && block.named_child(0) == Some(statement)
     }
 }
 
@@ -416,27 +471,32 @@ fn parameter_name(param: Node<'_>) -> Option<Node<'_>> {
     }
 }
 
-/// The names an assignment target binds (`a, (b, c)`: all three; `x[0]`, `x.y`: none).
+/// The names an assignment target binds (`a, (b, c)`: all three; `x[0]`, `x.y`: none). A loop,
+/// not recursion: a row's code is only semi-trusted, and its nesting has no bound.
 fn targets<'t>(target: Node<'t>, out: &mut Vec<Node<'t>>) {
-    match target.kind() {
-        "identifier" => out.push(target),
-        "pattern_list"
-        | "tuple_pattern"
-        | "list_pattern"
-        | "tuple"
-        | "list"
-        | "parenthesized_expression"
-        | "list_splat_pattern"
-        | "list_splat"
-        | "as_pattern_target"
-        | "expression_list" => {
-            let mut cursor = target.walk();
-            for child in target.named_children(&mut cursor) {
-                targets(child, out);
+    let mut todo = vec![target];
+    let mut found = Vec::new();
+    while let Some(node) = todo.pop() {
+        match node.kind() {
+            "identifier" => found.push(node),
+            "pattern_list"
+            | "tuple_pattern"
+            | "list_pattern"
+            | "tuple"
+            | "list"
+            | "parenthesized_expression"
+            | "list_splat_pattern"
+            | "list_splat"
+            | "as_pattern_target"
+            | "expression_list" => {
+                let mut cursor = node.walk();
+                todo.extend(node.named_children(&mut cursor));
             }
+            _ => {}
         }
-        _ => {}
     }
+    found.sort_by_key(|n| n.start_byte());
+    out.extend(found);
 }
 
 #[cfg(test)]
@@ -458,5 +518,17 @@ mod tests {
         let refs = src.references("b", f);
         assert_eq!(refs.len(), 1, "{refs:?}");
         assert!(Source::parse("def f(:\n").is_none());
+    }
+
+    /// A row's code is semi-trusted: nesting deep enough to overflow a recursive walk is read
+    /// with loops.
+    #[test]
+    fn deep_nesting_is_walked_without_recursion() {
+        let depth = 200_000;
+        let text = format!("def f(a):\n    {}b{} = a\n    return b\n", "(".repeat(depth), ")".repeat(depth));
+        let src = Source::parse(text).unwrap();
+        let f = src.function("f").unwrap();
+        assert_eq!(src.locals(f), ["a", "b"]);
+        assert!(src.shape(true).len() > depth);
     }
 }
