@@ -327,6 +327,46 @@ fn formats_restyle_the_prompt_and_keep_its_content() {
     assert_eq!(distinct.len(), 4, "four different formats");
 }
 
+/// `format:K` on GSM8K, a generation suite: the question's name and the answer cue take each
+/// format's casing and separator in the few-shot examples and the question alike, and the stop
+/// at the next question follows the format, so no output runs on into a question of its own.
+#[test]
+fn formats_on_a_generation_suite_move_its_stop_sequences() {
+    let suite = load_suite("gsm8k").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gsm8k");
+    let mut opts = EvalOptions::new(&out);
+    opts.data = Some(fixtures().join("gsm8k"));
+    opts.shots = Some(2);
+    opts.limit = Some(3);
+    opts.perturb = Some(PerturbSpec {
+        families: vec![repairbench::suites::perturb::parse_family("format:3").unwrap()],
+        seed: 1,
+        variants: 1,
+    });
+    let mut engine = model();
+    let summary = evaluate(&suite, &opts, Some(&mut engine as &mut dyn LanguageModel), None).unwrap();
+    let r = &summary.robustness["format"];
+    assert_eq!((r.items, r.variants, r.prompt_changed), (3, 9, 1.0));
+    assert_eq!(r.formats.as_ref().unwrap().per_format.len(), 4);
+    for record in records(&out).values() {
+        let (question, cue) = match &record.variant {
+            Some(v) => {
+                let f = v.format.as_ref().unwrap();
+                (f.question.clone(), f.cue.clone())
+            }
+            None => ("Question:".to_owned(), "Answer:".to_owned()),
+        };
+        let key = record.key();
+        // Two examples and the question, each introduced by the format's name for it.
+        assert_eq!(record.prompt.matches(&format!("{question} ")).count(), 3, "{key}: {}", record.prompt);
+        assert!(record.prompt.ends_with(&cue), "{key}");
+        for output in &record.outputs {
+            assert!(!output.text.contains(&question), "{key}: ran on past its stop: {}", output.text);
+        }
+    }
+}
+
 /// How many sequences the engine decodes together changes nothing in a perturbed run: the
 /// same outputs for every original and variant, the same robustness section.
 #[test]

@@ -92,6 +92,9 @@ fn bad_suite_files_name_file_and_line() {
     );
     let err = parse_err(&format!("{GOOD_MC}\n[perturb]\nprose = [\"question\"]\n"));
     assert!(err.starts_with("bad.toml:16:") && err.contains("prose"), "{err}");
+    // A listed option needs its label style (line 15).
+    let err = parse_err(&format!("{GOOD_MC}\n[prompt.format]\ncue = \"Answer:\"\ngap = \"\\n\"\n"));
+    assert!(err.starts_with("bad.toml:15:") && err.contains("prompt.format.label is needed"), "{err}");
     // Code fields belong to a code suite, and name fields the rows have.
     let err = parse_err(&format!("{GOOD_MC}\n[perturb.code]\nfunction = [\"question\"]\n"));
     assert!(err.starts_with("bad.toml:15:") && err.contains("belongs to a code suite"), "{err}");

@@ -107,8 +107,17 @@ impl Suite {
             }
         }
         if let Some(format) = &def.prompt.format {
-            if !format.get_ref().label.contains("{L}") {
-                return Err(at(format.span(), "prompt.format.label must show the letter as {L}".into()));
+            match &format.get_ref().label {
+                Some(label) if !label.contains("{L}") => {
+                    return Err(at(format.span(), "prompt.format.label must show the letter as {L}".into()))
+                }
+                None if kind == SuiteKind::MultipleChoice => {
+                    return Err(at(
+                        format.span(),
+                        "prompt.format.label is needed where options are listed (\"{L}. \")".into(),
+                    ))
+                }
+                _ => {}
             }
         }
         if let Some(perturb) = &def.perturb {

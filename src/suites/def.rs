@@ -180,8 +180,9 @@ pub struct PromptDef {
     /// Send the prompt as one user message through the model's chat template.
     #[serde(default)]
     pub chat: bool,
-    /// The prompt's own format, shown by the templates as `format.labels[i]`, `format.cue` and
-    /// `format.gap`; `format:K` renders them with other formats (README: Robustness).
+    /// The prompt's own format, shown by the templates as `format.labels[i]`, `format.cue`,
+    /// `format.gap` and `format.question`; `format:K` renders them with other formats (README:
+    /// Robustness).
     #[serde(default)]
     pub format: Option<Spanned<FormatDef>>,
 }
@@ -190,12 +191,17 @@ pub struct PromptDef {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FormatDef {
-    /// How an option's letter is shown, `{L}` standing for the letter (`"{L}. "`).
-    pub label: String,
+    /// How an option's letter is shown, `{L}` standing for the letter (`"{L}. "`); suites
+    /// that list options only.
+    #[serde(default)]
+    pub label: Option<String>,
     /// What asks for the answer (`"Answer:"`).
     pub cue: String,
-    /// Between the question and its options (`"\n"`).
+    /// Between the question and its options, or its answer cue (`"\n"`).
     pub gap: String,
+    /// What introduces the question (`"Question:"`), where the prompt names it.
+    #[serde(default)]
+    pub question: Option<String>,
 }
 
 fn default_separator() -> String {

@@ -10,7 +10,7 @@ use crate::model::{
 
 use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::Suite;
-use super::perturb::{Family, Variant, VariantRecord};
+use super::perturb::{Family, PromptFormat, Variant, VariantRecord};
 use super::prompt::{
     build_prompt_shown, choice_item, choice_item_shown, fewshot_examples, render_with, stable_hash, Doc,
     Shown,
@@ -40,7 +40,14 @@ fn generation_request(suite: &Suite, text: &str, seed: u64, (doc, variant): Job<
         prompt: to_model_prompt(suite, text),
         max_tokens: g.max_tokens,
         sampling: Sampling { temperature: g.temperature, top_k: g.top_k, top_p: g.top_p, seed: sample_seed },
-        stop: g.stop.clone(),
+        stop: match (variant.and_then(|v| v.format(suite)), &suite.def.prompt.format) {
+            // The stops that are the prompt's own field names follow its format.
+            (Some(shown), Some(own)) => {
+                let own = PromptFormat::of(own.get_ref());
+                g.stop.iter().map(|s| shown.restyle_stop(&own, s)).collect()
+            }
+            _ => g.stop.clone(),
+        },
         n: g.n,
     }
 }
