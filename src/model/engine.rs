@@ -39,6 +39,12 @@ pub struct Engine {
     chat: Option<ChatTemplate>,
     /// Sequences [`LanguageModel::generate_many`] decodes together.
     max_batch: usize,
+    /// The KV cache of the last sequence scored and its tokens: a later call whose requests
+    /// share its prefix (the same few-shot examples, another variant of the same question)
+    /// starts from there. Reuse gives the same bits as computing again (each position's keys
+    /// and values depend on the positions before it only), so results do not depend on what
+    /// was scored before.
+    score_cache: std::sync::Mutex<Option<(super::attention::KvCache, Vec<u32>)>>,
 }
 
 /// `log_softmax(row)[id]` in float64.
@@ -124,7 +130,14 @@ impl Engine {
             served: None,
         };
         tracing::info!(path = %path.display(), secs = started.elapsed().as_secs_f64(), "model loaded");
-        Ok(Self { info, model, tokenizer, chat, max_batch: super::batch::DEFAULT_BATCH })
+        Ok(Self {
+            info,
+            model,
+            tokenizer,
+            chat,
+            max_batch: super::batch::DEFAULT_BATCH,
+            score_cache: std::sync::Mutex::new(None),
+        })
     }
 
     /// Sets how many sequences [`LanguageModel::generate_many`] decodes together.
@@ -305,8 +318,11 @@ impl Engine {
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by(|&a, &b| items[a].tokens.cmp(&items[b].tokens));
         let capacity = items.iter().map(|i| i.tokens.len()).max().unwrap_or(1);
-        let mut cache = self.model.new_cache(capacity);
-        let mut cached: Vec<u32> = Vec::new();
+        let kept = self.score_cache.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (mut cache, mut cached) = match kept {
+            Some((cache, tokens)) if cache.capacity() >= capacity => (cache, tokens),
+            _ => (self.model.new_cache(capacity), Vec::new()),
+        };
         let mut results: Vec<Option<ScoreOutput>> = vec![None; items.len()];
         for idx in order {
             let item = &items[idx];
@@ -334,6 +350,7 @@ impl Engine {
             let sum_logprob = tokens.iter().map(|t| t.logprob).sum();
             results[idx] = Some(ScoreOutput { tokens, sum_logprob, is_greedy });
         }
+        *self.score_cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((cache, cached));
         Ok(results.into_iter().map(|r| r.expect("every request scored")).collect())
     }
 }
