@@ -161,17 +161,17 @@ fn rename(row: &mut Row, fields: &CodeFieldsDef, doc: &Doc, rng: &mut SplitMix64
 
     let mut edits = Vec::new();
     let new_name = fresh_name(&name, "f", rng, &mut taken)?;
-    edits.extend(
-        src.references(&name, src.root()).into_iter().map(|range| Edit { range, text: new_name.clone() }),
-    );
+    let renamed = |refs: Option<&Vec<Range<usize>>>, new: &str| -> Vec<Edit> {
+        refs.into_iter().flatten().map(|range| Edit { range: range.clone(), text: new.to_owned() }).collect()
+    };
+    edits.extend(renamed(src.references(src.root().byte_range()).get(&name), &new_name));
+    let in_function = src.references(inside.clone());
     for local in src.locals(function) {
         if local == name || outside.contains(&local) || BUILTINS.contains(&local.as_str()) {
             continue;
         }
         let Some(new) = fresh_name(&local, "v", rng, &mut taken) else { continue };
-        edits.extend(
-            src.references(&local, function).into_iter().map(|range| Edit { range, text: new.clone() }),
-        );
+        edits.extend(renamed(in_function.get(&local), &new));
     }
     if let Some(docstring) = src.docstring(function) {
         for content in src.string_contents(docstring) {
@@ -184,11 +184,7 @@ fn rename(row: &mut Row, fields: &CodeFieldsDef, doc: &Doc, rng: &mut SplitMix64
     row.function = edited_function(&row.function, &src, &edits, false)?;
     for (snippets, sources) in row.callers.iter_mut().zip(&callers) {
         for (snippet, caller) in snippets.iter_mut().zip(sources) {
-            let edits: Vec<Edit> = caller
-                .references(&name, caller.root())
-                .into_iter()
-                .map(|range| Edit { range, text: new_name.clone() })
-                .collect();
+            let edits = renamed(caller.references(caller.root().byte_range()).get(&name), &new_name);
             let out = python::apply(snippet, &edits);
             (Source::parse(out.as_str())?.shape(false) == caller.shape(false)).then_some(())?;
             *snippet = out;

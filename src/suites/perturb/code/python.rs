@@ -2,7 +2,7 @@
 //! find names, docstrings and indentation, so a rename is a rename of identifiers and never a
 //! string replace, and a reformat moves whitespace only where Python ignores it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use tree_sitter::{Node, Parser, Tree};
@@ -273,17 +273,22 @@ impl Source {
         found
     }
 
-    /// The places under `within` where identifier `name` is a name of this scope's: not an
-    /// attribute (`x.name`), not a keyword argument's name (`f(name=1)`), not a module path in
-    /// an import.
-    pub fn references(&self, name: &str, within: Node<'_>) -> Vec<Range<usize>> {
-        let inside = within.byte_range();
-        self.visits()
-            .into_iter()
-            .filter(|v| inside.start <= v.node.start_byte() && v.node.end_byte() <= inside.end)
-            .filter(|v| v.node.kind() == "identifier" && self.text_of(v.node) == name && v.is_reference())
-            .map(|v| v.node.byte_range())
-            .collect()
+    /// By name, the places inside `within` (a byte range) where an identifier is a name of its
+    /// scope: not an attribute (`x.name`), not a keyword argument's name (`f(name=1)`), not a
+    /// module path in an import. One walk for every name.
+    pub fn references(&self, within: Range<usize>) -> HashMap<String, Vec<Range<usize>>> {
+        let mut out: HashMap<String, Vec<Range<usize>>> = HashMap::new();
+        for v in self.visits() {
+            let range = v.node.byte_range();
+            if within.start <= range.start
+                && range.end <= within.end
+                && v.node.kind() == "identifier"
+                && v.is_reference()
+            {
+                out.entry(self.text_of(v.node).to_owned()).or_default().push(range);
+            }
+        }
+        out
     }
 
     /// The names a function binds for itself, in order of first appearance: its parameters and
@@ -515,8 +520,8 @@ mod tests {
             ["a", "b", "c", "args", "d", "kw", "x", "y", "z", "u", "v", "w", "fh", "i"]
         );
         // `a.b`: b is an attribute there, but a parameter in the signature.
-        let refs = src.references("b", f);
-        assert_eq!(refs.len(), 1, "{refs:?}");
+        let refs = src.references(f.byte_range());
+        assert_eq!(refs["b"].len(), 1, "{refs:?}");
         assert!(Source::parse("def f(:\n").is_none());
     }
 
