@@ -64,6 +64,15 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(hex::encode(hasher.finalize()))
 }
 
+/// 64 bits from SHA-256 of the parts (each length-prefixed so ("ab","c") ≠ ("a","bc")).
+pub fn stable_hash(parts: &[&[u8]]) -> u64 {
+    let mut h = Sha256Pieces::new();
+    for p in parts {
+        h.framed(p);
+    }
+    h.first_u64()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ pub mod kernel;
 pub mod model;
 pub mod order;
 pub mod patch;
+pub mod perturb;
 pub mod probe;
 pub mod repair;
 pub mod report;

@@ -27,6 +27,17 @@ impl SplitMix64 {
     }
 }
 
+/// A permutation of `0..n` determined by `key` alone (Fisher-Yates on a hash-seeded stream).
+pub fn permutation(n: usize, key: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = SplitMix64::new(key);
+    for i in (1..n).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

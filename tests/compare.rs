@@ -61,6 +61,7 @@ fn instance(id: &str, verdict: Verdict) -> InstanceResult {
         detail: (verdict == Verdict::EnvError).then(|| "the environment did not build".into()),
         reason: (verdict == Verdict::EnvError).then(|| "environment_build_failed".into()),
         model_name_or_path: Some("model".into()),
+        perturbation: None,
         fingerprint: Some(
             FingerprintBuilder::new().value("task", &id).bytes("prediction", id.as_bytes()).finish(),
         ),

@@ -84,6 +84,7 @@ fn instance(
         detail: None,
         reason: None,
         model_name_or_path: Some("smol".into()),
+        perturbation: None,
         fingerprint: None,
         timings: Timings { total_s: secs, tests_s: secs / 2.0, ..Timings::default() },
         log_dir: format!("logs/{safe}"),

@@ -43,6 +43,7 @@ fn plan(dataset: &Path, out: &Path, image: &str) -> GradePlan {
         extra_manifest: BTreeMap::new(),
         force: false,
         specs: None,
+        perturb: None,
     }
 }
 

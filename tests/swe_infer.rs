@@ -27,6 +27,7 @@ fn infer_writes_swebench_predictions_with_the_full_output() {
         sampling: Sampling::GREEDY,
         force: false,
         only: None,
+        perturb: None,
     };
     let summary = infer::infer(&mut model, &plan, &mut ConsoleProgress::hidden()).unwrap();
     assert_eq!((summary.written, summary.kept), (1, 0));

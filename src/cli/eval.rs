@@ -47,8 +47,8 @@ pub struct EvalArgs {
     #[arg(long)]
     pub force: bool,
     /// Perturbations run beside each item's original, comma-separated: identity,
-    /// options.circular, options.permute:N, format:K, fewshot.order, text.typo, text.case, text.space
-    /// (README: Robustness).
+    /// options.circular, options.permute:N, format:K, fewshot.order, text.typo, text.case,
+    /// text.space, code.rename, code.docstring, code.format (README: Robustness).
     #[arg(long, value_delimiter = ',', value_parser = suites::perturb::parse_family)]
     pub perturb: Vec<suites::perturb::Family>,
     /// Seed of the perturbations' variants, apart from the sampling seeds, so every model

@@ -216,6 +216,7 @@ pub fn run_worker(cmd: WorkerCommand) -> anyhow::Result<u8> {
         extra_manifest: Default::default(),
         force: true,
         specs: args.data.specs,
+        perturb: None,
     };
     let graded = pipeline::grade_worker(plan, &args.only);
     let _ = std::fs::remove_dir_all(&out);
@@ -236,6 +237,7 @@ fn run_eval_worker(args: WorkerEvalArgs) -> anyhow::Result<u8> {
             seeds: args.seeds,
             code_batch: args.batch.max(1),
             only: Some(args.only.into_iter().collect()),
+            perturb: None,
             ..repairbench::suites::EvalOptions::new(&out)
         },
         model: pipeline::ModelChoice { expected_sha256: args.model_sha256, ..args.model.choice() },
@@ -269,6 +271,7 @@ fn run_infer_worker(args: WorkerInferArgs) -> anyhow::Result<u8> {
         sampling: settings.sampling,
         force: true,
         only: Some(args.only.into_iter().collect()),
+        perturb: None,
     };
     let model = pipeline::ModelChoice { expected_sha256: Some(args.model_sha256), ..args.model.choice() };
     let inferred = pipeline::infer_worker(plan, &model);

@@ -82,6 +82,35 @@ pub struct DatasetArgs {
     /// that have no `environment` of their own.
     #[arg(long)]
     specs: Option<PathBuf>,
+    /// Variants of each task beside it, comma-separated: statement.typo, statement.case,
+    /// context.order (README: Robustness). Each variant is keyed ID@FAMILY#N.
+    #[arg(long, value_delimiter = ',', value_parser = repair::perturb::parse_family)]
+    perturb: Vec<repair::perturb::SweFamily>,
+    /// Seed of the variants, apart from the sampling seed, so every model sees the same ones.
+    #[arg(long, default_value_t = 0, requires = "perturb")]
+    perturb_seed: u64,
+    /// Variants per task and family.
+    #[arg(long, default_value_t = 1, requires = "perturb", value_parser = clap::value_parser!(u64).range(1..))]
+    variants: u64,
+}
+
+impl DatasetArgs {
+    /// The run's task perturbations, if any.
+    fn perturb(&self) -> Option<repair::perturb::SwePerturbSpec> {
+        (!self.perturb.is_empty()).then(|| repair::perturb::SwePerturbSpec {
+            families: self.perturb.clone(),
+            seed: self.perturb_seed,
+            variants: self.variants as usize,
+        })
+    }
+
+    /// Refuses what perturbed runs cannot do yet: send their work to a cluster.
+    fn check_executor(&self, executor: &pipeline::Executor) -> anyhow::Result<()> {
+        if !self.perturb.is_empty() && executor.spec != repairbench::executor::ExecutorSpec::Local {
+            anyhow::bail!("--perturb runs on the local executor only, for now");
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -208,13 +237,16 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         SweCommand::Grade(args) => {
             let plan =
                 grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
-            let report = pipeline::grade(plan, &args.executor.resolve(super::executor::SWE_UNIT)?)?;
+            let executor = args.executor.resolve(super::executor::SWE_UNIT)?;
+            args.data.check_executor(&executor)?;
+            let report = pipeline::grade(plan, &executor)?;
             print_summary(&report, &args.out);
             Ok(super::exit_status(Completion::of_grade(&report)))
         }
         SweCommand::Infer(args) => {
             let plan = infer_plan(&args.data, &args.model, &args.out);
             let executor = args.executor.resolve(super::executor::SWE_UNIT)?;
+            args.data.check_executor(&executor)?;
             let choice = args.model.model.choice();
             let mut model = pipeline::load_model(&choice)?;
             let summary =
@@ -266,6 +298,7 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 grade: grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?,
                 executor: args.executor.resolve(super::executor::SWE_UNIT)?,
             };
+            args.data.check_executor(&plan.executor)?;
             let report = pipeline::swe_run(plan)?;
             print_summary(&report, &args.out);
             Ok(super::exit_status(Completion::of_grade(&report)))
@@ -309,6 +342,7 @@ fn grade_plan(
         extra_manifest: Default::default(),
         force: data.force,
         specs: data.specs.clone(),
+        perturb: data.perturb(),
     })
 }
 
@@ -329,6 +363,7 @@ fn infer_plan(data: &DatasetArgs, options: &ModelOptions, out: &std::path::Path)
         sampling,
         force: data.force,
         only: None,
+        perturb: data.perturb(),
     }
 }
 

@@ -126,6 +126,8 @@ pub(super) fn find(base: &RunDir, new: &RunDir, paired: &BTreeSet<String>) -> Ve
                     }
                 }
             }
+            // Variants differ with the families, their seed and the families' version.
+            d.manifest_field(bm, nm, "perturb");
             // How patches were judged: a shorter deadline or fewer reruns changes verdicts.
             d.manifest_field(bm, nm, "settings.timeout_s");
             d.manifest_field(bm, nm, "settings.flaky_reruns");

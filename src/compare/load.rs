@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::CompareError;
 use crate::kernel::store::StoredRecord;
+use crate::repair::{GradeReport, InstanceResult};
 use crate::run::folder::{records_file, RunFolder};
 pub use crate::run::folder::{Records, RunKind};
 use crate::suites::robust;
@@ -56,6 +57,50 @@ fn robust_items(records: &BTreeMap<String, SampleRecord>, family: &str, items: &
             order: (r.seed, r.index),
         };
         items.scored.insert(key.clone(), scored);
+    }
+}
+
+/// A SWE run's results of the dataset's own instances: a perturbed run's variants are not
+/// instances of their own.
+fn swe_originals(report: &GradeReport) -> impl Iterator<Item = &InstanceResult> {
+    report.instances.iter().filter(|r| variant_of(r).is_none())
+}
+
+fn variant_of(r: &InstanceResult) -> Option<&crate::repair::perturb::VariantOf> {
+    r.perturbation.as_ref()?.variant.as_ref()
+}
+
+/// Each original instance's worst case over `family`'s variants: resolved on the original and
+/// on every variant.
+fn swe_robust_items(report: &GradeReport, family: &str, items: &mut Items) {
+    let mut variants: BTreeMap<&str, Vec<&InstanceResult>> = BTreeMap::new();
+    for r in &report.instances {
+        if let Some(v) = variant_of(r).filter(|v| v.family == family) {
+            variants.entry(v.original.as_str()).or_default().push(r);
+        }
+    }
+    for r in swe_originals(report) {
+        let id = r.instance_id.clone();
+        let of = variants.get(r.instance_id.as_str()).cloned().unwrap_or_default();
+        if let Some(failed) =
+            std::iter::once(r).chain(of.iter().copied()).find(|v| v.is_infrastructure_failure())
+        {
+            items.excluded.insert(id, format!("{} in {}", failed.verdict.as_str(), failed.instance_id));
+            continue;
+        }
+        if of.is_empty() {
+            items.excluded.insert(id, format!("no {family} variants"));
+            continue;
+        }
+        let value = f64::from(u8::from(r.resolved && of.iter().all(|v| v.resolved)));
+        let scored = Scored {
+            unit: id.clone(),
+            value,
+            label: format_value(value),
+            single_sample: true,
+            order: (0, 0),
+        };
+        items.scored.insert(id, scored);
     }
 }
 
@@ -117,7 +162,7 @@ impl RunDir {
     /// Every item key of the run, scored or not.
     pub fn keys(&self) -> BTreeSet<String> {
         match &self.records {
-            Records::Swe(report) => report.instances.iter().map(|r| r.instance_id.clone()).collect(),
+            Records::Swe(report) => swe_originals(report).map(|r| r.instance_id.clone()).collect(),
             Records::Suite { by_key: records, .. } => originals(records).map(|(k, _)| k.clone()).collect(),
         }
     }
@@ -125,7 +170,11 @@ impl RunDir {
     /// The metrics some record carries.
     pub fn metrics(&self) -> BTreeSet<String> {
         match &self.records {
-            Records::Swe(_) => BTreeSet::from([SWE_METRIC.to_owned()]),
+            Records::Swe(report) => {
+                let families =
+                    report.instances.iter().filter_map(variant_of).map(|v| format!("{ROBUST}{}", v.family));
+                std::iter::once(SWE_METRIC.to_owned()).chain(families).collect()
+            }
             Records::Suite { by_key: records, .. } => {
                 let mut metrics: BTreeSet<String> =
                     records.values().flat_map(|r| r.scores.keys().cloned()).collect();
@@ -157,8 +206,11 @@ impl RunDir {
     pub fn items(&self, metric: &str) -> Items {
         let mut items = Items { scored: BTreeMap::new(), excluded: BTreeMap::new() };
         match &self.records {
+            Records::Swe(report) if metric.starts_with(ROBUST) => {
+                swe_robust_items(report, &metric[ROBUST.len()..], &mut items);
+            }
             Records::Swe(report) => {
-                for r in &report.instances {
+                for r in swe_originals(report) {
                     if r.is_infrastructure_failure() {
                         let why = r.reason.as_deref().or(r.detail.as_deref()).unwrap_or("infrastructure");
                         items

@@ -34,6 +34,7 @@ fn instance(id: &str, verdict: SweVerdict, task: &str) -> InstanceResult {
         detail: None,
         reason: None,
         model_name_or_path: None,
+        perturbation: None,
         fingerprint: Some(FingerprintBuilder::new().id("task", task).id("prediction", id).finish()),
         timings: Timings::default(),
         log_dir: format!("logs/{id}"),
@@ -429,4 +430,48 @@ fn a_position_locked_model_regresses_on_robust_circular_only() {
     with_perturb(&new_dir, &locked_on_a, 1);
     let err = compare(&base_dir, &new_dir, &options).unwrap_err().to_string();
     assert!(err.contains("manifest.json: perturb.seed: base 0, new 1"), "{err}");
+}
+
+/// A perturbed SWE run: its variants are no instances of their own, and `robust@FAMILY` asks
+/// for an instance resolved on its original and on every variant of the family.
+#[test]
+fn a_perturbed_swe_run_pairs_its_originals_and_scores_robust_families() {
+    use crate::repair::perturb::{PerturbedResult, VariantOf};
+    let perturbed = |id: &str, verdict: SweVerdict| {
+        let mut r = instance(id, verdict, "t");
+        let variant = crate::perturb::split_key(id).map(|(original, family, index)| VariantOf {
+            original: original.into(),
+            family: family.into(),
+            index,
+            applied: true,
+        });
+        r.perturbation = Some(PerturbedResult { variant, prompt_sha256: None, change_sha256: None });
+        r
+    };
+    let mut manifest = swe_manifest();
+    manifest["perturb"] = json!({"families": ["statement.typo"], "seed": 0, "variants": 1, "version": 1});
+    let run = swe_run(
+        manifest.clone(),
+        vec![
+            perturbed("x-1", SweVerdict::Resolved),
+            perturbed("x-1@statement.typo#1", SweVerdict::Resolved),
+            perturbed("x-2", SweVerdict::Resolved),
+            perturbed("x-2@statement.typo#1", SweVerdict::Unresolved),
+            perturbed("x-3", SweVerdict::Unresolved),
+        ],
+    );
+    assert_eq!(run.keys(), ids(&["x-1", "x-2", "x-3"]));
+    assert_eq!(run.metrics().into_iter().collect::<Vec<_>>(), ["resolved", "robust@statement.typo"]);
+    let score =
+        |items: &load::Items| items.scored.iter().map(|(k, s)| (k.clone(), s.value)).collect::<Vec<_>>();
+    let plain = run.items("resolved");
+    assert_eq!(score(&plain), [("x-1".into(), 1.0), ("x-2".into(), 1.0), ("x-3".into(), 0.0)]);
+    let robust = run.items("robust@statement.typo");
+    assert_eq!(score(&robust), [("x-1".into(), 1.0), ("x-2".into(), 0.0)]);
+    assert_eq!(robust.excluded["x-3"], "no statement.typo variants");
+    // Another perturbation seed makes the two runs incomparable.
+    let mut other = manifest;
+    other["perturb"]["seed"] = json!(5);
+    let drift = drift::find(&run, &swe_run(other, vec![]), &ids(&[]));
+    assert_eq!(fields(&drift), ["manifest.json: perturb.seed"]);
 }

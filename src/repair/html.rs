@@ -8,8 +8,8 @@ use std::path::{Component, Path};
 
 use crate::grade::{SuccessFailure, Verdict};
 use crate::report::html::{
-    clip, diff, facts, list, page, relative_link, section, stat, stats, tag, text_tag, Cell, Column, Markup,
-    Row, Table,
+    clip, diff, facts, list, page, relative_link, robustness_table, section, stat, stats, tag, text_tag,
+    Cell, Column, Markup, Row, Table,
 };
 use crate::report::markdown::percent;
 use crate::report::svg::{self, Bar};
@@ -90,6 +90,9 @@ pub fn html(report: &GradeReport, out_dir: &Path) -> String {
         filter_column: Some(1),
     };
     body.push(section("instances-section", "Instances", table.render()));
+    if !report.robustness.is_empty() {
+        body.push(section("robustness", "Robustness", robustness_table(&report.robustness)));
+    }
 
     if !report.skipped.is_empty() {
         let lines: Vec<String> = report

@@ -38,6 +38,8 @@ pub struct InferPlan {
     pub force: bool,
     /// Only these instances (a cluster worker's unit).
     pub only: Option<std::collections::BTreeSet<String>>,
+    /// Ask for each task's variants too (`--perturb`), each written as a line of its own.
+    pub perturb: Option<super::perturb::SwePerturbSpec>,
 }
 
 /// What an inference run did.
@@ -151,6 +153,8 @@ struct InferItem<'t> {
     files: Vec<(String, String)>,
     messages: Vec<crate::model::ChatMessage>,
     prompt_sha256: String,
+    /// For a variant: which, and whether its prompt differs from the original's.
+    variant: Option<serde_json::Value>,
 }
 
 /// Generates a prediction for every task of `plan.dataset`, appending to `plan.out`; a rerun
@@ -176,8 +180,12 @@ pub fn infer_with(
     let model_name = model.info().name.clone().unwrap_or_else(|| model.info().source.clone());
     let model_sha = model.info().sha256.clone();
     let locator = RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone());
+    let tasks = match &plan.perturb {
+        Some(spec) => super::perturb::expand(task_set.tasks.clone(), spec),
+        None => task_set.tasks.clone(),
+    };
     let mut items = Vec::new();
-    for task in &task_set.tasks {
+    for task in &tasks {
         if plan.only.as_ref().is_some_and(|only| !only.contains(&task.instance_id)) {
             continue;
         }
@@ -195,9 +203,25 @@ pub fn infer_with(
             }
         };
         let files = relevant_files(&repo, task, plan.prompt.retrieval, plan.prompt.max_files);
-        let messages = prompt::build_messages(&task.problem_statement, &files, &plan.prompt);
+        let mut shown = prompt::shown_files(&files, &plan.prompt);
+        let mut moved = false;
+        if let Some(key) = task.variant.as_ref().and_then(|v| v.context_order) {
+            let order = crate::rng::permutation(shown.len(), key);
+            moved = order.iter().enumerate().any(|(i, &j)| i != j);
+            shown = order.into_iter().map(|i| shown[i].clone()).collect();
+        }
+        let messages = prompt::build_messages(&task.problem_statement, &shown);
         let prompt_sha256 = sha256_hex(serde_json::to_string(&messages).unwrap_or_default());
-        items.push(InferItem { task, repo, files, messages, prompt_sha256 });
+        let variant = task.variant.as_ref().map(|v| {
+            serde_json::json!({
+                "original": v.original,
+                "family": v.family,
+                "index": v.index,
+                "applied": v.statement_edited || moved,
+                "files_shown": shown.iter().map(|(path, _)| path).collect::<Vec<_>>(),
+            })
+        });
+        items.push(InferItem { task, repo, files, messages, prompt_sha256, variant });
     }
     let mut kernel = Kernel::open("swe infer", &plan.out, plan.force, reporter).map_err(RunError::Report)?;
     let todo = kernel
@@ -285,6 +309,9 @@ pub fn infer_with(
             extra.insert("prompt_sha256".into(), serde_json::json!(item.prompt_sha256));
             extra.insert("retrieval".into(), serde_json::json!(plan.prompt.retrieval));
             extra.insert("context_files".into(), serde_json::json!(shown));
+            if let Some(variant) = &item.variant {
+                extra.insert("variant".into(), variant.clone());
+            }
             extra.insert(FINGERPRINT_FIELD.into(), serde_json::json!(fingerprint));
             let prediction = Prediction {
                 instance_id: task.instance_id.clone(),

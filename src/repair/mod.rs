@@ -12,6 +12,7 @@ pub mod harvest;
 pub mod html;
 mod imports;
 pub mod infer;
+pub mod perturb;
 pub mod prebuild;
 mod prepare;
 pub mod remote;
@@ -94,6 +95,8 @@ pub struct GradePlan {
     pub force: bool,
     /// Environment specs per repository and version (`--specs`), for tasks without their own.
     pub specs: Option<PathBuf>,
+    /// Grade each task's variants too (`--perturb`), each against its own prediction.
+    pub perturb: Option<perturb::SwePerturbSpec>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -176,74 +179,15 @@ pub struct InstanceResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub model_name_or_path: Option<String>,
+    /// In a perturbed run: which variant this is, and the answer robustness compares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perturbation: Option<perturb::PerturbedResult>,
     /// Everything that decided this result; resume recomputes it when any part changes.
     #[serde(default)]
     pub fingerprint: Option<Fingerprint>,
     pub timings: Timings,
     /// Folder with this instance's patch, test output and report, relative to the output.
     pub log_dir: String,
-}
-
-/// `report.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GradeReport {
-    pub summary: Summary,
-    pub instances: Vec<InstanceResult>,
-    pub skipped: Vec<Skipped>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Summary {
-    pub total: usize,
-    pub resolved: usize,
-    /// resolved / total graded instances.
-    pub resolved_rate: f64,
-    /// Instances per verdict (every verdict listed, zeros included).
-    pub verdicts: BTreeMap<String, usize>,
-    pub apply_methods: BTreeMap<String, usize>,
-    pub skipped: usize,
-    /// Of `skipped`, the records left out because the input was wrong (the run exits non-zero).
-    #[serde(default)]
-    pub invalid_input: usize,
-    pub flaky_tests: usize,
-}
-
-impl GradeReport {
-    /// The report of a finished run; instances that ended in `error` are listed as skipped too.
-    pub fn from_run(run: &RunRecords<InstanceResult>) -> Self {
-        let mut skipped = run.skipped.clone();
-        for result in run.records.values().filter(|r| r.verdict == Verdict::Error) {
-            skipped.push(Skipped::new(
-                result.instance_id.clone(),
-                Some(result.instance_id.clone()),
-                result.detail.clone().unwrap_or_else(|| "error".into()),
-            ));
-        }
-        Self::new(run.records.values().cloned().collect(), skipped)
-    }
-
-    pub fn new(instances: Vec<InstanceResult>, skipped: Vec<Skipped>) -> Self {
-        let mut summary = Summary {
-            total: instances.len(),
-            skipped: skipped.len(),
-            invalid_input: skipped.iter().filter(|s| s.invalid_input).count(),
-            ..Summary::default()
-        };
-        for verdict in Verdict::ALL {
-            summary.verdicts.insert(verdict.as_str().into(), 0);
-        }
-        for result in &instances {
-            *summary.verdicts.entry(result.verdict.as_str().into()).or_default() += 1;
-            if let Some(method) = result.apply_method {
-                *summary.apply_methods.entry(method.as_str().into()).or_default() += 1;
-            }
-            summary.resolved += usize::from(result.resolved);
-            summary.flaky_tests += result.flaky_tests.len();
-        }
-        summary.resolved_rate =
-            if instances.is_empty() { 0.0 } else { summary.resolved as f64 / instances.len() as f64 };
-        Self { summary, instances, skipped }
-    }
 }
 
 /// Everything that decides the grade of `prediction` on `task`.
@@ -285,6 +229,7 @@ impl StoredRecord for InstanceResult {
 
 pub use crate::tasks::safe_name;
 pub use prebuild::{environment_image, EnvironmentImage};
+pub use reports::{GradeReport, Summary};
 
 /// Grades every prediction of `plan`, writing `results.jsonl` as it goes, then `report.json`
 /// and `manifest.json`. Returns the report.
@@ -298,6 +243,9 @@ pub async fn grade<S: Sandbox + 'static>(
         let specs = tasks::specs::SpecsFile::load(path).map_err(RunError::Specs)?;
         let applied = specs.apply(&mut task_set.tasks);
         tracing::info!(target: crate::PROGRESS, "{applied} of {} tasks take their environment from {}", task_set.tasks.len(), path.display());
+    }
+    if let Some(spec) = &plan.perturb {
+        task_set.tasks = perturb::expand(std::mem::take(&mut task_set.tasks), spec);
     }
     let prediction_set =
         tasks::load_predictions(&plan.predictions, &task_set.tasks).map_err(RunError::Predictions)?;
@@ -367,6 +315,7 @@ pub async fn grade<S: Sandbox + 'static>(
         Arc::new(RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone()));
     let settings = Arc::new(plan.settings.clone());
     let out = Arc::new(plan.out.clone());
+    let perturbed = plan.perturb.is_some();
     kernel
         .run_concurrently(
             todo,
@@ -375,8 +324,13 @@ pub async fn grade<S: Sandbox + 'static>(
             |(task, prediction), fingerprint| {
                 let (sandbox, locator, settings, out) =
                     (sandbox.clone(), locator.clone(), settings.clone(), out.clone());
+                let perturbation = perturbed.then(|| perturb::perturbed_result(&task, &prediction));
                 async move {
-                    grade_instance(sandbox, &locator, &settings, &out, task, prediction, fingerprint).await
+                    let mut result =
+                        grade_instance(sandbox, &locator, &settings, &out, task, prediction, fingerprint)
+                            .await;
+                    result.perturbation = perturbation;
+                    result
                 }
             },
             // A panic in one instance is that instance's error, not the run's end.
@@ -430,6 +384,7 @@ fn error_result(id: &str, detail: String) -> InstanceResult {
         detail: Some(detail),
         reason: None,
         model_name_or_path: None,
+        perturbation: None,
         fingerprint: None,
         timings: Timings::default(),
         log_dir: format!("logs/{}", safe_name(id)),

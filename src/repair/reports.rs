@@ -9,12 +9,15 @@ use std::path::Path;
 
 use crate::grade::Verdict;
 use crate::report::junit::{self, Case, CaseOutcome};
-use crate::report::markdown::{percent, table};
+use crate::report::markdown::{percent, robustness_table, table};
 use crate::report::{write_text_atomic, ReportError};
 
-use super::{GradePlan, GradeReport, InstanceResult};
-use crate::report;
-use crate::tasks::{repos, PredictionSource, SweTask};
+use serde::{Deserialize, Serialize};
+
+use super::{GradePlan, InstanceResult};
+use crate::report::{self, RunRecords};
+use crate::stats::perturbed::FamilyRobustness;
+use crate::tasks::{repos, PredictionSource, Skipped, SweTask};
 
 /// The view files, in the order [`write_views`] writes them.
 pub const VIEWS: [&str; 3] = ["report.md", "junit.xml", "report.html"];
@@ -24,6 +27,77 @@ pub fn write_views(report: &GradeReport, out: &Path) -> Result<(), ReportError> 
     write_text_atomic(&out.join(VIEWS[0]), &markdown(report))?;
     write_text_atomic(&out.join(VIEWS[1]), &junit(report, out))?;
     write_text_atomic(&out.join(VIEWS[2]), &super::html::html(report, out))
+}
+
+/// `report.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GradeReport {
+    /// Over the dataset's own instances; a perturbed run's variants count in `robustness` only.
+    pub summary: Summary,
+    pub instances: Vec<InstanceResult>,
+    pub skipped: Vec<Skipped>,
+    /// How `resolved` holds up under each perturbation family (`--perturb`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub robustness: BTreeMap<String, FamilyRobustness>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Summary {
+    pub total: usize,
+    pub resolved: usize,
+    /// resolved / total graded instances.
+    pub resolved_rate: f64,
+    /// Instances per verdict (every verdict listed, zeros included).
+    pub verdicts: BTreeMap<String, usize>,
+    pub apply_methods: BTreeMap<String, usize>,
+    pub skipped: usize,
+    /// Of `skipped`, the records left out because the input was wrong (the run exits non-zero).
+    #[serde(default)]
+    pub invalid_input: usize,
+    pub flaky_tests: usize,
+}
+
+impl GradeReport {
+    /// The report of a finished run; instances that ended in `error` are listed as skipped too.
+    pub fn from_run(run: &RunRecords<InstanceResult>) -> Self {
+        let mut skipped = run.skipped.clone();
+        for result in run.records.values().filter(|r| r.verdict == Verdict::Error) {
+            skipped.push(Skipped::new(
+                result.instance_id.clone(),
+                Some(result.instance_id.clone()),
+                result.detail.clone().unwrap_or_else(|| "error".into()),
+            ));
+        }
+        Self::new(run.records.values().cloned().collect(), skipped)
+    }
+
+    pub fn new(instances: Vec<InstanceResult>, skipped: Vec<Skipped>) -> Self {
+        let robustness = super::perturb::robustness(&instances);
+        let originals: Vec<&InstanceResult> = instances
+            .iter()
+            .filter(|r| r.perturbation.as_ref().is_none_or(|p| p.variant.is_none()))
+            .collect();
+        let mut summary = Summary {
+            total: originals.len(),
+            skipped: skipped.len(),
+            invalid_input: skipped.iter().filter(|s| s.invalid_input).count(),
+            ..Summary::default()
+        };
+        for verdict in Verdict::ALL {
+            summary.verdicts.insert(verdict.as_str().into(), 0);
+        }
+        for result in &originals {
+            *summary.verdicts.entry(result.verdict.as_str().into()).or_default() += 1;
+            if let Some(method) = result.apply_method {
+                *summary.apply_methods.entry(method.as_str().into()).or_default() += 1;
+            }
+            summary.resolved += usize::from(result.resolved);
+            summary.flaky_tests += result.flaky_tests.len();
+        }
+        summary.resolved_rate =
+            if originals.is_empty() { 0.0 } else { summary.resolved as f64 / originals.len() as f64 };
+        Self { summary, instances, skipped, robustness }
+    }
 }
 
 /// `report.md`.
@@ -45,6 +119,9 @@ pub fn markdown(report: &GradeReport) -> String {
         .map(|(verdict, n)| vec![verdict.clone(), n.to_string()])
         .collect();
     out.push_str(&table(&["verdict", "instances"], &verdicts));
+    if !report.robustness.is_empty() {
+        out.push_str(&robustness_table(&report.robustness));
+    }
     let infrastructure: Vec<&InstanceResult> =
         report.instances.iter().filter(|r| matches!(r.verdict, Verdict::Error | Verdict::EnvError)).collect();
     if !infrastructure.is_empty() {
@@ -129,6 +206,8 @@ pub(super) fn write_manifest(plan: &GradePlan, tasks: &[SweTask]) -> Result<(), 
             serde_json::json!({"path": path, "sha256": sha256_file(path)})
         }
     };
+    // A perturbed run's variants are counted by `perturb`, not as the dataset's instances.
+    let tasks: Vec<&SweTask> = tasks.iter().filter(|t| t.variant.is_none()).collect();
     let mut manifest = serde_json::json!({
         "command": "swe grade",
         "repairbench_version": env!("CARGO_PKG_VERSION"),
@@ -154,6 +233,10 @@ pub(super) fn write_manifest(plan: &GradePlan, tasks: &[SweTask]) -> Result<(), 
         "tools": {"git": git_version(), "libgit2": format!("{:?}", git2::Version::get().libgit2_version())},
         "host": {"os": std::env::consts::OS, "arch": std::env::consts::ARCH},
     });
+    // Only a perturbed run says so, so that a plain run's manifest stays as it was.
+    if let Some(spec) = &plan.perturb {
+        manifest["perturb"] = spec.to_json();
+    }
     for (key, value) in &plan.extra_manifest {
         manifest[key] = value.clone();
     }

@@ -3,6 +3,11 @@
 //! be graded on) every FAIL_TO_PASS test must fail while every PASS_TO_PASS test passes. Both
 //! are ordinary grading runs ([`super::grade`]) into `OUT/gold` and `OUT/unpatched`; the
 //! judgement is a pure function of their results.
+//!
+//! With `--perturb`, each variant is judged too: it is valid when its original is and when
+//! [`super::perturb::variant_problems`] finds nothing, that is when everything grading reads
+//! is its original's byte for byte (so its gold and unpatched runs are its original's: they are
+//! not run again) and its statement changed only where prose may change.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +25,9 @@ use super::{GradePlan, InstanceResult, RunError};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstanceValidation {
     pub instance_id: String,
+    /// For a variant: the instance whose gold and unpatched runs it shares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_of: Option<String>,
     pub valid: bool,
     /// Why not, one line each.
     pub problems: Vec<String>,
@@ -75,6 +83,7 @@ pub fn judge(gold: &InstanceResult, unpatched: &InstanceResult) -> InstanceValid
     }
     InstanceValidation {
         instance_id: gold.instance_id.clone(),
+        variant_of: None,
         valid: problems.is_empty(),
         problems,
         gold_verdict: gold.verdict,
@@ -105,10 +114,11 @@ pub async fn validate<S: Sandbox + 'static>(
     reporter: &mut dyn Reporter<InstanceResult>,
 ) -> Result<ValidationReport, RunError> {
     let mut gold_plan = plan.clone();
+    gold_plan.perturb = None;
     gold_plan.predictions = PredictionSource::Gold;
     gold_plan.out = plan.out.join("gold");
     let gold = super::grade(super::Grader::Local(sandbox.clone()), &gold_plan, reporter).await?;
-    let mut unpatched_plan = plan.clone();
+    let mut unpatched_plan = gold_plan.clone();
     unpatched_plan.predictions = PredictionSource::Empty;
     unpatched_plan.settings.test_empty_patches = true;
     unpatched_plan.out = plan.out.join("unpatched");
@@ -116,11 +126,26 @@ pub async fn validate<S: Sandbox + 'static>(
         super::grade(super::Grader::Local(sandbox), &unpatched_plan, &mut WithoutSkips(reporter)).await?;
     let by_id: BTreeMap<&str, &InstanceResult> =
         unpatched.instances.iter().map(|r| (r.instance_id.as_str(), r)).collect();
-    let instances: Vec<InstanceValidation> = gold
+    let mut instances: Vec<InstanceValidation> = gold
         .instances
         .iter()
         .filter_map(|g| by_id.get(g.instance_id.as_str()).map(|u| judge(g, u)))
         .collect();
+    if let Some(spec) = &plan.perturb {
+        let tasks = crate::tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?.tasks;
+        let judged: BTreeMap<String, InstanceValidation> =
+            instances.iter().map(|v| (v.instance_id.clone(), v.clone())).collect();
+        for original in tasks.iter().filter(|t| judged.contains_key(&t.instance_id)) {
+            for variant in super::perturb::expand(vec![original.clone()], spec).into_iter().skip(1) {
+                let mut judgement = judged[&original.instance_id].clone();
+                judgement.problems.extend(super::perturb::variant_problems(original, &variant));
+                judgement.valid = judgement.problems.is_empty();
+                judgement.instance_id = variant.instance_id;
+                judgement.variant_of = Some(original.instance_id.clone());
+                instances.push(judgement);
+            }
+        }
+    }
     let valid = instances.iter().filter(|i| i.valid).count();
     let validation = ValidationReport {
         valid,

@@ -8,8 +8,12 @@
 //! the hash of our one script backs this up: even markup that slipped through could not run
 //! script or fetch anything.
 
+use std::collections::BTreeMap;
+
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
+
+use crate::stats::perturbed::FamilyRobustness;
 
 /// HTML that is safe to place in a page: escaped text, or markup made by this module's
 /// builders and the SVG writer.
@@ -316,6 +320,30 @@ const STYLE: &str = include_str!("html/page.css");
 const SCRIPT: &str = include_str!("html/page.js");
 
 /// The whole page: `title` in the header, `body` in the main part, our style and script.
+/// The robustness table of a report: a row per perturbation family, sortable by each figure.
+pub fn robustness_table(robustness: &BTreeMap<String, FamilyRobustness>) -> Markup {
+    // Numeric columns sort by the number they start with.
+    let cell = |text: String, numeric: bool| {
+        let lead = text.split_whitespace().next().and_then(|w| w.parse::<f64>().ok());
+        match (numeric, lead) {
+            (true, Some(v)) => Cell::number(text, v),
+            (true, None) => Cell::number(text, 0.0),
+            (false, _) => Cell::text(text),
+        }
+    };
+    let rows = robustness
+        .iter()
+        .map(|(family, r)| Row {
+            id: format!("family-{family}"),
+            cells: r.cells(family).into_iter().enumerate().map(|(i, text)| cell(text, i >= 2)).collect(),
+            detail: None,
+        })
+        .collect();
+    let columns =
+        FamilyRobustness::COLUMNS.iter().enumerate().map(|(i, &title)| Column { title, numeric: i >= 2 });
+    Table { id: "robust-families", columns: columns.collect(), rows, filter_column: None }.render()
+}
+
 pub fn page(title: &str, subtitle: &str, body: Markup) -> String {
     let script_hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT.as_bytes()));
     // Nothing may be fetched or run but our own inline script; images only as data.

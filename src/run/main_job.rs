@@ -168,6 +168,7 @@ pub fn main_job(
         extra_manifest: Default::default(),
         force: false,
         specs: None,
+        perturb: None,
     };
 
     // 1. The harness check; no model is loaded yet, so a broken harness shows in seconds.
@@ -207,6 +208,7 @@ pub fn main_job(
             sampling,
             force: false,
             only: None,
+            perturb: None,
         },
     )?;
     let humaneval = suites::humaneval_slice(
@@ -321,6 +323,7 @@ mod tests {
     fn instance(id: &str, gold: Verdict, unpatched: Verdict, problems: &[&str]) -> InstanceValidation {
         InstanceValidation {
             instance_id: id.into(),
+            variant_of: None,
             valid: problems.is_empty(),
             problems: problems.iter().map(|p| p.to_string()).collect(),
             gold_verdict: gold,

@@ -3,6 +3,7 @@
 //! how a score holds up when the options are rearranged ([`robustness`]).
 
 pub mod paired;
+pub mod perturbed;
 pub mod robustness;
 pub mod separation;
 

@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::report::html::{
-    clip, facts, page, pre, section, stat, stats, tag, text_tag, Cell, Column, Markup, Row, Table,
+    clip, facts, page, pre, robustness_table, section, stat, stats, tag, text_tag, Cell, Column, Markup, Row,
+    Table,
 };
 use crate::report::svg::{self, Bar};
 
@@ -103,27 +104,7 @@ pub fn html(
 /// A row per family (the figures `results.json` holds), then per option family the recall by
 /// the letter the gold stood at, as bars.
 fn robustness_view(robustness: &BTreeMap<String, FamilyRobustness>) -> Markup {
-    // Numeric columns sort by the number they start with.
-    let cell = |text: String, numeric: bool| {
-        let lead = text.split_whitespace().next().and_then(|w| w.parse::<f64>().ok());
-        match (numeric, lead) {
-            (true, Some(v)) => Cell::number(text, v),
-            (true, None) => Cell::number(text, 0.0),
-            (false, _) => Cell::text(text),
-        }
-    };
-    let rows = robustness
-        .iter()
-        .map(|(family, r)| Row {
-            id: format!("family-{family}"),
-            cells: r.cells(family).into_iter().enumerate().map(|(i, text)| cell(text, i >= 2)).collect(),
-            detail: None,
-        })
-        .collect();
-    let columns =
-        FamilyRobustness::COLUMNS.iter().enumerate().map(|(i, &title)| Column { title, numeric: i >= 2 });
-    let mut out =
-        Table { id: "robust-families", columns: columns.collect(), rows, filter_column: None }.render();
+    let mut out = robustness_table(robustness);
     for (family, r) in robustness {
         if let Some(f) = &r.formats {
             let bars: Vec<(String, f64, String)> = f

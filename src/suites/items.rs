@@ -12,12 +12,11 @@ use super::code::{code_scores, CodeRunner, Program, ProgramStatus};
 use super::config::Suite;
 use super::perturb::{Family, PromptFormat, Variant, VariantRecord};
 use super::prompt::{
-    build_prompt_shown, choice_item, choice_item_shown, fewshot_examples, render_with, stable_hash, Doc,
-    Shown,
+    build_prompt_shown, choice_item, choice_item_shown, fewshot_examples, render_with, Doc, Shown,
 };
 use super::record::{ChoiceRecord, OutputRecord, SampleRecord};
 use super::SuiteError;
-use crate::digest::sha256_hex;
+use crate::digest::{sha256_hex, stable_hash};
 
 /// Docs handed to the model at once by generation suites: enough to keep a batch of decoding
 /// sequences full while records are still kept every few dozen docs.

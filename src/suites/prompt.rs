@@ -2,10 +2,10 @@
 //! global random state, multiple-choice options (shuffled per question when asked), and the
 //! assembled prompt.
 
-use crate::digest::Sha256Pieces;
+use crate::digest::stable_hash;
 use minijinja::Value;
 
-use crate::rng::SplitMix64;
+use crate::rng::permutation;
 
 use super::config::Suite;
 use super::data::Row;
@@ -90,26 +90,6 @@ pub fn make_docs(suite: &Suite, rows: Vec<Row>) -> Result<Vec<Doc>, SuiteError> 
         docs.push(Doc { id, row });
     }
     Ok(docs)
-}
-
-/// 64 bits from SHA-256 of the parts (each length-prefixed so ("ab","c") ≠ ("a","bc")).
-pub fn stable_hash(parts: &[&[u8]]) -> u64 {
-    let mut h = Sha256Pieces::new();
-    for p in parts {
-        h.framed(p);
-    }
-    h.first_u64()
-}
-
-/// A permutation of `0..n` determined by `key` alone (Fisher-Yates on a hash-seeded stream).
-pub fn permutation(n: usize, key: u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = SplitMix64::new(key);
-    for i in (1..n).rev() {
-        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
 }
 
 /// A multiple-choice row ready to score.

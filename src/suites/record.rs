@@ -70,7 +70,7 @@ impl SampleRecord {
 
     /// The store key of a variant of an item: the original's with `@FAMILY#INDEX` added.
     pub fn variant_key(seed: u64, doc_id: &str, family: &str, index: usize) -> String {
-        Self::key_of(seed, doc_id) + &VariantRecord::key_suffix(family, index)
+        Self::key_of(seed, doc_id) + &crate::perturb::key_suffix(family, index)
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::report::junit::{self, Case, CaseOutcome};
-use crate::report::markdown::table;
+use crate::report::markdown::{robustness_table, table};
 use crate::report::{write_text_atomic, FinalWriter, ReportError, Reporter, RunRecords, Tally};
 
 use super::metrics::{aggregate_run, Aggregate};
@@ -105,9 +105,7 @@ pub fn markdown(
 /// `report.md`'s robustness part: a row per family, then recall by gold position and the
 /// selection rate per letter for the option families.
 fn robustness_markdown(robustness: &BTreeMap<String, FamilyRobustness>) -> String {
-    let rows: Vec<Vec<String>> = robustness.iter().map(|(family, r)| r.cells(family)).collect();
-    let mut out = String::from("\nRobustness (each family's variants against the originals):\n\n");
-    out.push_str(&table(&FamilyRobustness::COLUMNS, &rows));
+    let mut out = robustness_table(robustness);
     for (family, r) in robustness {
         if let Some(f) = &r.formats {
             let means: Vec<String> = f.per_format.iter().map(|m| format!("{m:.4}")).collect();

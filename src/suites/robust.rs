@@ -6,143 +6,21 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::perturb::{VariantRecord, IDENTITY};
-use super::prompt::stable_hash;
+use super::perturb::IDENTITY;
 use super::record::SampleRecord;
 use super::reports::primary_metric;
 use super::template::LETTERS;
-use crate::stats::paired::{mcnemar_exact, paired_bootstrap, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
-use crate::stats::robustness::{format_spread, robustness as outcome_stats, Outcome};
+use crate::digest::stable_hash;
+use crate::stats::paired::BOOTSTRAP_SEED;
+use crate::stats::perturbed::{family_figures as observed_figures, Observed, ObservedItem};
+pub use crate::stats::perturbed::{FamilyRobustness, FormatFigures, OptionFigures, VariantTest};
+use crate::stats::robustness::format_spread;
 
 /// Resamples of the format spread's interval: each recomputes every format's mean.
 const FORMAT_RESAMPLES: usize = 2_000;
 
 /// Share of documents whose variants estimate PriDe's prior over option letters.
 pub const PRIDE_ESTIMATION_SHARE: f64 = 0.05;
-
-/// One family's figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FamilyRobustness {
-    pub metric: String,
-    /// (seed, document) pairs with an original and at least one variant.
-    pub items: usize,
-    /// Variant records counted.
-    pub variants: usize,
-    /// Share of variants that differ from their original (a permutation may come out as the
-    /// original order), and share whose prompt differs.
-    pub applied: f64,
-    pub prompt_changed: f64,
-    /// Mean metric of the originals, and the mean over items of each item's variant mean.
-    pub original: f64,
-    pub variant_mean: f64,
-    /// Right on the original and on every variant (a metric of 0.5 or more counts as right).
-    pub worst_case: f64,
-    /// `original − variant_mean`, its 95% paired-bootstrap interval over documents (seeds of a
-    /// document resampled together), and the drop relative to the original.
-    pub drop: f64,
-    pub drop_ci95: [f64; 2],
-    pub relative_drop: Option<f64>,
-    /// The `identity` family's drop in the same run, the noise floor to read this one against.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub identity_drop: Option<f64>,
-    /// Shares of (item, variant) pairs right on the original and wrong on the variant, and the
-    /// reverse.
-    pub flips_right_to_wrong: f64,
-    pub flips_wrong_to_right: f64,
-    /// The same answer (for options: the same content) on the original and every variant.
-    pub consistency: f64,
-    /// Exact McNemar of each variant index against the originals, Holm-corrected across them.
-    pub mcnemar: Vec<VariantTest>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub options: Option<OptionFigures>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub formats: Option<FormatFigures>,
-}
-
-/// What only `format:K` has: the metric under each format and how far apart they lie.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FormatFigures {
-    /// The mean under the suite's own format (first), then under each variant's, by index.
-    pub per_format: Vec<f64>,
-    /// Best format's mean − worst's, and its 95% bootstrap interval over documents in which
-    /// each resample picks its own best and worst.
-    pub spread: f64,
-    pub spread_ci95: [f64; 2],
-}
-
-impl FamilyRobustness {
-    /// The titles of [`Self::cells`], for the tables of `report.md` and `report.html`.
-    pub const COLUMNS: [&'static str; 10] = [
-        "family",
-        "metric",
-        "original",
-        "variants",
-        "worst case",
-        "drop [95%]",
-        "identity drop",
-        "flips right→wrong / wrong→right",
-        "consistency",
-        "items × variants",
-    ];
-
-    /// The family's row, as text.
-    pub fn cells(&self, family: &str) -> Vec<String> {
-        vec![
-            family.to_owned(),
-            self.metric.clone(),
-            format!("{:.4}", self.original),
-            format!("{:.4}", self.variant_mean),
-            format!("{:.4}", self.worst_case),
-            format!("{:.4} [{:.4}, {:.4}]", self.drop, self.drop_ci95[0], self.drop_ci95[1]),
-            self.identity_drop.map_or("–".into(), |d| format!("{d:.4}")),
-            format!("{:.4} / {:.4}", self.flips_right_to_wrong, self.flips_wrong_to_right),
-            format!("{:.4}", self.consistency),
-            format!("{} × {}", self.items, self.variants),
-        ]
-    }
-}
-
-/// One variant index against the originals.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VariantTest {
-    pub index: usize,
-    pub right_to_wrong: u64,
-    pub wrong_to_right: u64,
-    pub p: f64,
-    pub p_holm: f64,
-}
-
-/// What only option families have.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OptionFigures {
-    /// By the letter the gold stood at, the share right; null where it never stood.
-    pub recall_by_position: Vec<Option<f64>>,
-    /// Population standard deviation of those recalls (RStd).
-    pub rstd: f64,
-    /// By letter, the share of (item, variant) pairs whose chosen option stood there.
-    pub selection_rate: BTreeMap<String, f64>,
-    /// PriDe (Zheng et al. 2023): the letter prior estimated from a seeded share of documents'
-    /// variants, and the accuracy of the other documents' originals with it divided out.
-    pub pride_prior: Vec<f64>,
-    pub pride_accuracy: f64,
-    pub pride_estimation_items: usize,
-}
-
-/// Holm's step-down correction: each p-value multiplied by the number of hypotheses not yet
-/// rejected before it, made monotone, capped at 1; in the input's order.
-pub fn holm(p: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..p.len()).collect();
-    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
-    let mut adjusted = vec![0.0; p.len()];
-    let mut running: f64 = 0.0;
-    for (rank, &i) in order.iter().enumerate() {
-        running = running.max(((p.len() - rank) as f64 * p[i]).min(1.0));
-        adjusted[i] = running;
-    }
-    adjusted
-}
 
 /// The position the metric picked, for multiple choice.
 fn picked(record: &SampleRecord, metric: &str) -> Option<usize> {
@@ -179,7 +57,7 @@ pub fn variants_of<'r>(
     original_key: &str,
     family: &str,
 ) -> Vec<&'r SampleRecord> {
-    let prefix = format!("{original_key}{}", VariantRecord::key_prefix(family));
+    let prefix = format!("{original_key}{}", crate::perturb::key_prefix(family));
     records.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(_, r)| r).collect()
 }
 
@@ -237,30 +115,6 @@ fn family_figures(units: &[Unit<'_>], metric: &str, docs: usize) -> FamilyRobust
     let moves_options = units
         .iter()
         .any(|u| u.variants.iter().any(|v| v.variant.as_ref().is_some_and(|x| x.option_order.is_some())));
-    let value = |r: &SampleRecord| r.scores.get(metric).copied().unwrap_or(0.0);
-    let right = |r: &SampleRecord| is_right(r, metric);
-    let all_variants: Vec<&SampleRecord> = units.iter().flat_map(|u| u.variants.iter().copied()).collect();
-    let share = |count: usize, of: usize| if of == 0 { 0.0 } else { count as f64 / of as f64 };
-    // Per document, the original's and the variants' mean over seeds: the bootstrap's unit.
-    let mut per_doc: BTreeMap<usize, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    for u in units {
-        let entry = per_doc.entry(u.doc).or_default();
-        entry.0.push(value(u.original));
-        entry.1.extend(u.variants.iter().map(|r| value(r)));
-    }
-    let mean = crate::stats::mean;
-    let (base, new): (Vec<f64>, Vec<f64>) = per_doc.values().map(|(o, v)| (mean(o), mean(v))).unzip();
-    let boot = paired_bootstrap(&base, &new, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
-    let original = mean(&units.iter().map(|u| value(u.original)).collect::<Vec<_>>());
-    // Each item weighs the same whatever its count of variants (rotations of 3 or 5 options).
-    let variant_mean = mean(
-        &units
-            .iter()
-            .map(|u| mean(&u.variants.iter().map(|r| value(r)).collect::<Vec<_>>()))
-            .collect::<Vec<_>>(),
-    );
-    let drop = original - variant_mean;
-
     let shows_formats = units
         .iter()
         .any(|u| u.variants.iter().any(|v| v.variant.as_ref().is_some_and(|x| x.format.is_some())));
@@ -274,82 +128,26 @@ fn family_figures(units: &[Unit<'_>], metric: &str, docs: usize) -> FamilyRobust
     } else {
         0
     };
-    let outcomes: Vec<Vec<Outcome>> = units
+    let observed = |r: &SampleRecord| Observed {
+        value: r.scores.get(metric).copied().unwrap_or(0.0),
+        answer: answer(r, metric),
+        gold_position: r.target.as_u64().map_or(usize::MAX, |g| g as usize),
+        index: r.variant.as_ref().map_or(0, |v| v.index),
+        applied: r.variant.as_ref().is_some_and(|v| v.applied),
+        prompt_sha256: r.prompt_sha256.clone(),
+    };
+    let items: Vec<ObservedItem> = units
         .iter()
-        .map(|u| {
-            std::iter::once(u.original)
-                .chain(u.variants.iter().copied())
-                .map(|r| Outcome {
-                    correct: right(r),
-                    gold_position: r.target.as_u64().map_or(usize::MAX, |g| g as usize),
-                    chosen: answer(r, metric),
-                })
-                .collect()
+        .map(|u| ObservedItem {
+            doc: u.doc,
+            original: observed(u.original),
+            variants: u.variants.iter().map(|v| observed(v)).collect(),
         })
         .collect();
-    let stats = outcome_stats(&outcomes, positions);
-
-    let mut by_index: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
-    let (mut to_wrong, mut to_right) = (0usize, 0usize);
-    for u in units {
-        for v in &u.variants {
-            let index = v.variant.as_ref().map_or(0, |x| x.index);
-            let entry = by_index.entry(index).or_default();
-            match (right(u.original), right(v)) {
-                (true, false) => {
-                    to_wrong += 1;
-                    entry.0 += 1;
-                }
-                (false, true) => {
-                    to_right += 1;
-                    entry.1 += 1;
-                }
-                _ => {}
-            }
-        }
-    }
-    let p: Vec<f64> = by_index.values().map(|&(b, c)| mcnemar_exact(b, c)).collect();
-    let p_holm = holm(&p);
-    let mcnemar = by_index
-        .iter()
-        .zip(p.iter().zip(&p_holm))
-        .map(|((&index, &(b, c)), (&p, &p_holm))| VariantTest {
-            index,
-            right_to_wrong: b,
-            wrong_to_right: c,
-            p,
-            p_holm,
-        })
-        .collect();
-    let changed = units
-        .iter()
-        .flat_map(|u| u.variants.iter().map(move |v| v.prompt_sha256 != u.original.prompt_sha256))
-        .filter(|c| *c)
-        .count();
-    FamilyRobustness {
-        metric: metric.to_owned(),
-        items: units.len(),
-        variants: all_variants.len(),
-        applied: share(
-            all_variants.iter().filter(|r| r.variant.as_ref().is_some_and(|v| v.applied)).count(),
-            all_variants.len(),
-        ),
-        prompt_changed: share(changed, all_variants.len()),
-        original,
-        variant_mean,
-        worst_case: stats.worst_case,
-        drop,
-        // `0.0 - x`, not `-x`: no negative zero in the output.
-        drop_ci95: [0.0 - boot.ci95[1], 0.0 - boot.ci95[0]],
-        relative_drop: (original > 0.0).then(|| drop / original),
-        identity_drop: None,
-        flips_right_to_wrong: share(to_wrong, all_variants.len()),
-        flips_wrong_to_right: share(to_right, all_variants.len()),
-        consistency: stats.consistency,
-        mcnemar,
-        options: moves_options.then(|| option_figures(units, metric, positions, docs, &stats)),
-        formats: shows_formats.then(|| format_figures(units, metric)),
-    }
+    let (mut figures, stats) = observed_figures(&items, metric, positions);
+    figures.options = moves_options.then(|| option_figures(units, metric, positions, docs, &stats));
+    figures.formats = shows_formats.then(|| format_figures(units, metric));
+    figures
 }
 
 /// Per document (its seeds averaged), the metric under the original format and each variant's
@@ -566,16 +364,5 @@ mod tests {
         assert!(r.mcnemar.iter().all(|t| t.p == 1.0 && t.p_holm == 1.0));
         assert_eq!(r.mcnemar.iter().map(|t| t.index).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(r.options.as_ref().unwrap().rstd, 0.0);
-    }
-
-    #[test]
-    fn holm_steps_down_and_stays_monotone() {
-        let adjusted = holm(&[0.01, 0.04, 0.03, 0.005]);
-        let expected = [0.03, 0.06, 0.06, 0.02];
-        for (a, e) in adjusted.iter().zip(expected) {
-            assert!((a - e).abs() < 1e-12, "{adjusted:?}");
-        }
-        assert_eq!(holm(&[0.6, 0.9]), [1.0, 1.0]);
-        assert!(holm(&[]).is_empty());
     }
 }

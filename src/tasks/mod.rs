@@ -121,6 +121,25 @@ pub struct SweTask {
     /// A task folder's own repository bundle, used before `--repos` and the URL template.
     #[serde(skip)]
     pub bundle: Option<PathBuf>,
+    /// What this task is a perturbed variant of (`--perturb`); `None` for a dataset's own.
+    #[serde(skip)]
+    pub variant: Option<TaskVariant>,
+}
+
+/// A task made from another by a perturbation that must not change its answer: the statement
+/// edited, or the retrieved files shown in another order. Grading reads nothing it changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskVariant {
+    /// The original's instance id.
+    pub original: String,
+    pub family: String,
+    /// From 1; the original is 0.
+    pub index: usize,
+    /// Whether the statement differs from the original's.
+    pub statement_edited: bool,
+    /// The key of the order the retrieved files are shown in (`context.order`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_order: Option<u64>,
 }
 
 impl SweTask {
@@ -410,6 +429,12 @@ fn valid_repo_part(part: &str) -> bool {
 fn validate_task(task: &SweTask) -> Option<String> {
     if task.instance_id.trim().is_empty() {
         return Some("field `instance_id`: expected a non-empty string".into());
+    }
+    if task.instance_id.contains('@') {
+        return Some(format!(
+            "field `instance_id`: {:?} holds `@`, which marks a perturbed variant's id (ID@FAMILY#N)",
+            task.instance_id
+        ));
     }
     if matches!(safe_name(&task.instance_id).as_str(), "." | "..") {
         return Some(format!("field `instance_id`: {:?} cannot name a log folder", task.instance_id));

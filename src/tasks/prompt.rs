@@ -48,14 +48,12 @@ impl Default for PromptSettings {
 const SYSTEM: &str =
     "You are an expert software engineer. You fix bugs in code repositories by writing patches.";
 
-/// Chat messages asking for a patch that resolves `problem_statement`, given `files`
-/// (repository path, text) in order of relevance.
-pub fn build_messages(
-    problem_statement: &str,
-    files: &[(String, String)],
-    settings: &PromptSettings,
-) -> Vec<ChatMessage> {
-    let mut code = String::new();
+/// The files a prompt shows, from `files` (repository path, text) in order of relevance: at
+/// most `max_files`, cut to `max_file_chars` in all (the last one shown is cut), each as its
+/// `[start of PATH]`…`[end of PATH]` block. Which files are kept and where one is cut depend on
+/// the order of relevance only, so showing the blocks in another order changes nothing else.
+pub fn shown_files(files: &[(String, String)], settings: &PromptSettings) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
     let mut budget = settings.max_file_chars;
     for (path, text) in files.iter().take(settings.max_files) {
         if budget == 0 {
@@ -71,12 +69,20 @@ pub fn build_messages(
             text.clone()
         };
         budget = budget.saturating_sub(text.len());
-        code.push_str(&format!("[start of {path}]\n{shown}"));
+        let mut block = format!("[start of {path}]\n{shown}");
         if !shown.ends_with('\n') {
-            code.push('\n');
+            block.push('\n');
         }
-        code.push_str(&format!("[end of {path}]\n"));
+        block.push_str(&format!("[end of {path}]\n"));
+        blocks.push((path.clone(), block));
     }
+    blocks
+}
+
+/// Chat messages asking for a patch that resolves `problem_statement`, showing `shown` (the
+/// blocks of [`shown_files`], in the order given).
+pub fn build_messages(problem_statement: &str, shown: &[(String, String)]) -> Vec<ChatMessage> {
+    let code: String = shown.iter().map(|(_, block)| block.as_str()).collect();
     let user = format!(
         "You will be given an issue and some code from the repository.\n\n\
          <issue>\n{}\n</issue>\n\n<code>\n{}</code>\n\n\
@@ -187,7 +193,7 @@ mod tests {
     fn messages_hold_issue_and_files_within_budget() {
         let settings = PromptSettings { retrieval: Retrieval::Bm25, max_files: 2, max_file_chars: 30 };
         let files = vec![doc("a.py", &"x = 1\n".repeat(10)), doc("b.py", "y = 2\n"), doc("c.py", "z = 3\n")];
-        let messages = build_messages("Bug: x is wrong", &files, &settings);
+        let messages = build_messages("Bug: x is wrong", &shown_files(&files, &settings));
         assert_eq!(messages.len(), 2);
         let user = &messages[1].content;
         assert!(user.contains("<issue>\nBug: x is wrong\n</issue>"));

@@ -31,5 +31,6 @@ pub fn grade_plan(
         extra_manifest: BTreeMap::new(),
         force: false,
         specs: None,
+        perturb: None,
     }
 }

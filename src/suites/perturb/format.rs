@@ -12,8 +12,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::def::FormatDef;
-use super::super::prompt::permutation;
 use super::super::template::LETTERS;
+use crate::rng::permutation;
 
 /// How an option's letter `{L}` is shown.
 const LABELS: [&str; 6] = ["{L}. ", "({L}) ", "{L}) ", "[{L}] ", "{L}: ", "{L} - "];

@@ -10,17 +10,17 @@
 
 mod code;
 mod format;
-mod text;
 
 use serde::{Deserialize, Serialize};
 
 use super::config::Suite;
 use super::def::SuiteKind;
-use super::prompt::{permutation, stable_hash, Doc, Shown};
+use super::prompt::{Doc, Shown};
+pub use crate::perturb::text::TextEdit;
+use crate::rng::permutation;
 use crate::stats::robustness::rotation;
 pub use code::CodeEdit;
 pub use format::PromptFormat;
-pub use text::TextEdit;
 
 /// What the families produce; bumped whenever one of them produces something else for the same
 /// inputs, so resume recomputes the variants and `compare` refuses to pair across versions.
@@ -213,14 +213,7 @@ impl Variant {
     }
 
     fn key(&self, what: &[u8], doc_id: &str) -> u64 {
-        stable_hash(&[
-            b"perturb",
-            self.family.name().as_bytes(),
-            what,
-            &(self.index as u64).to_le_bytes(),
-            &self.seed.to_le_bytes(),
-            doc_id.as_bytes(),
-        ])
+        crate::perturb::variant_seed(self.family.name(), what, self.index, self.seed, doc_id)
     }
 
     /// The options shown, as indices into the original presented order; `None` when this
@@ -252,7 +245,7 @@ impl Variant {
         let mut edited = doc.clone();
         for field in prose_fields(suite) {
             if let Some(serde_json::Value::String(text)) = edited.row.fields.get_mut(field) {
-                *text = text::apply(edit, text, self.key(field.as_bytes(), &doc.id));
+                *text = crate::perturb::text::apply(edit, text, self.key(field.as_bytes(), &doc.id));
             }
         }
         Some(edited)
@@ -323,16 +316,6 @@ impl VariantRecord {
             fewshot_order,
             format,
         }
-    }
-
-    /// The suffix a variant adds to its original's key.
-    pub fn key_suffix(family: &str, index: usize) -> String {
-        format!("{}{index}", Self::key_prefix(family))
-    }
-
-    /// What every variant key of `family` adds before its index.
-    pub fn key_prefix(family: &str) -> String {
-        format!("@{family}#")
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::super::def::CodeFieldsDef;
 use super::super::prompt::Doc;
-use super::text::{self, TextEdit};
+use crate::perturb::text::{self, TextEdit};
 use crate::rng::SplitMix64;
 use format::Spacing;
 use python::{Edit, Source, BUILTINS, KEYWORDS};

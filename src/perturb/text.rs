@@ -23,7 +23,7 @@ const EDIT_SHARE: f64 = 0.15;
 
 /// Byte ranges no edit may touch: code spans, math, and tracebacks (from their first line to
 /// the next blank line).
-fn protected(text: &str) -> Vec<Range<usize>> {
+pub fn protected(text: &str) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     for delimiter in ["```", "`", "$$", "$"] {
         let mut from = 0;
@@ -50,9 +50,10 @@ fn protected(text: &str) -> Vec<Range<usize>> {
     out
 }
 
-/// The plain words of `text` outside protected ranges: runs of ASCII letters making up a whole
-/// whitespace-separated token but for surrounding punctuation.
-fn words(text: &str, also_protected: &[Range<usize>]) -> Vec<Range<usize>> {
+/// The plain words of `text` outside protected ranges (its own and `also_protected`): runs of
+/// ASCII letters making up a whole whitespace-separated token but for surrounding punctuation.
+/// These are all an edit may change.
+pub fn words(text: &str, also_protected: &[Range<usize>]) -> Vec<Range<usize>> {
     let mut guarded = protected(text);
     guarded.extend_from_slice(also_protected);
     let mut out = Vec::new();
