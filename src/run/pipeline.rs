@@ -87,8 +87,8 @@ pub enum Completion {
 
 impl Completion {
     pub fn of_grade(report: &GradeReport) -> Self {
-        let count = |v: &str| report.summary.verdicts.get(v).copied().unwrap_or(0);
-        if count("error") + count("env_error") > 0 {
+        // Over every graded result: a perturbed run's variants are not in the summary.
+        if report.instances.iter().any(crate::kernel::store::StoredRecord::is_infrastructure_failure) {
             Self::InfrastructureErrors
         } else if report.summary.invalid_input > 0 {
             Self::InvalidInput
@@ -454,4 +454,38 @@ pub(super) fn eval_with(
         reporter,
         cluster,
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repair::{GradeReport, InstanceResult};
+
+    /// A variant's infrastructure error is the run's even though the summary counts the
+    /// dataset's own instances only.
+    #[test]
+    fn a_variants_infrastructure_error_fails_the_run() {
+        let result = |id: &str, verdict: &str, variant: serde_json::Value| -> InstanceResult {
+            serde_json::from_value(serde_json::json!({
+                "instance_id": id, "verdict": verdict, "resolved": verdict == "resolved", "resolution": "NO",
+                "patch_applied": true, "apply_method": null, "flaky_tests": [],
+                "tests_status": {"FAIL_TO_PASS": {"success": [], "failure": []}, "PASS_TO_PASS": {"success": [], "failure": []}},
+                "status_source": null, "test_exit": null, "detail": null, "model_name_or_path": null,
+                "timings": {"prepare_s": 0.0, "tests_s": 0.0, "reruns_s": 0.0, "total_s": 0.0}, "log_dir": "logs/x",
+                "perturbation": {"variant": variant},
+            }))
+            .unwrap()
+        };
+        let variant =
+            serde_json::json!({"original": "x", "family": "statement.case", "index": 1, "applied": true});
+        let report = GradeReport::new(
+            vec![
+                result("x", "resolved", serde_json::Value::Null),
+                result("x@statement.case#1", "error", variant),
+            ],
+            Vec::new(),
+        );
+        assert_eq!((report.summary.total, report.summary.verdicts["error"]), (1, 0));
+        assert_eq!(Completion::of_grade(&report), Completion::InfrastructureErrors);
+    }
 }
