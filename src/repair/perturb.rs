@@ -217,7 +217,7 @@ pub fn variant_problems(original: &SweTask, variant: &SweTask) -> Vec<String> {
         .filter(|&i| before[i] != after[i] && !editable.iter().any(|w| w.contains(&i)))
         .collect();
     if let Some(&first) = outside.first() {
-        let line = original.problem_statement[..first].matches('\n').count() + 1;
+        let line = before[..first].iter().filter(|&&b| b == b'\n').count() + 1;
         problems.push(format!(
             "the statement changed outside its prose: {} byte(s), the first on line {line}",
             outside.len()
@@ -409,6 +409,11 @@ mod tests {
             "{:?}",
             variant_problems(&original, &v)
         );
+        // A change inside a character (ü to ö) is found, not a panic.
+        let accented = task("Die Grüße fehlen.");
+        let mut v = variant(&accented, SweFamily::ContextOrder, 1, 3);
+        v.problem_statement = "Die Größe fehlen.".into();
+        assert!(variant_problems(&accented, &v)[0].contains("outside its prose"));
         let mut v = variant(&original, SweFamily::ContextOrder, 1, 3);
         v.test_patch = "diff".into();
         assert_eq!(variant_problems(&original, &v), ["what grading reads differs from the original's"]);
