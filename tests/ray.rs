@@ -299,6 +299,26 @@ fn grading_on_a_real_ray_cluster() {
         0
     );
 
+    // Perturbed: a task's variants graded on the cluster as here (workers expand the task as
+    // the coordinator does, and their records carry what robustness reads).
+    let intervals = issues.join("intervals-touching");
+    let perturb = ["--perturb", "statement.case,context.order", "--variants", "1"];
+    let (here, there) = (root.join("perturbed-local"), root.join("perturbed-ray"));
+    let out = run(grade("local", &intervals, &here, &perturb, None));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = run(grade(&ray, &intervals, &there, &perturb, Some(TOKEN)));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (local_records, _) = results(&here);
+    assert_eq!(local_records.len(), 3, "{local_records:?}");
+    assert_eq!(results(&there).0, local_records, "perturbed: verdicts and fingerprints differ");
+    let robustness = |out: &Path| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(out.join("report.json")).unwrap())
+            .unwrap()["robustness"]
+            .clone()
+    };
+    assert_eq!(robustness(&there), robustness(&here));
+    assert_eq!(robustness(&there)["statement.case"]["items"], 1);
+
     // 2. A rerun submits nothing and reuses every record.
     let out = run(grade(&ray, &issues, &on_ray, &[], Some(TOKEN)));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

@@ -128,6 +128,8 @@ pub struct WorkerDatasetArgs {
     /// The coordinator's environment specs (grading only).
     #[arg(long)]
     specs: Option<PathBuf>,
+    #[command(flatten)]
+    perturb: super::swe::PerturbArgs,
 }
 
 #[derive(Debug, Args)]
@@ -216,7 +218,7 @@ pub fn run_worker(cmd: WorkerCommand) -> anyhow::Result<u8> {
         extra_manifest: Default::default(),
         force: true,
         specs: args.data.specs,
-        perturb: None,
+        perturb: args.data.perturb.spec(),
     };
     let graded = pipeline::grade_worker(plan, &args.only);
     let _ = std::fs::remove_dir_all(&out);
@@ -271,7 +273,7 @@ fn run_infer_worker(args: WorkerInferArgs) -> anyhow::Result<u8> {
         sampling: settings.sampling,
         force: true,
         only: Some(args.only.into_iter().collect()),
-        perturb: None,
+        perturb: args.data.perturb.spec(),
     };
     let model = pipeline::ModelChoice { expected_sha256: Some(args.model_sha256), ..args.model.choice() };
     let inferred = pipeline::infer_worker(plan, &model);

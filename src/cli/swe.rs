@@ -82,6 +82,13 @@ pub struct DatasetArgs {
     /// that have no `environment` of their own.
     #[arg(long)]
     specs: Option<PathBuf>,
+    #[command(flatten)]
+    perturb: PerturbArgs,
+}
+
+/// A repair run's task perturbations; a cluster worker takes the same flags.
+#[derive(Debug, Args)]
+pub struct PerturbArgs {
     /// Variants of each task beside it, comma-separated: statement.typo, statement.case,
     /// context.order (README: Robustness). Each variant is keyed ID@FAMILY#N.
     #[arg(long, value_delimiter = ',', value_parser = repair::perturb::parse_family)]
@@ -94,22 +101,14 @@ pub struct DatasetArgs {
     variants: u64,
 }
 
-impl DatasetArgs {
+impl PerturbArgs {
     /// The run's task perturbations, if any.
-    fn perturb(&self) -> Option<repair::perturb::SwePerturbSpec> {
+    pub fn spec(&self) -> Option<repair::perturb::SwePerturbSpec> {
         (!self.perturb.is_empty()).then(|| repair::perturb::SwePerturbSpec {
             families: self.perturb.clone(),
             seed: self.perturb_seed,
             variants: self.variants as usize,
         })
-    }
-
-    /// Refuses what perturbed runs cannot do yet: send their work to a cluster.
-    fn check_executor(&self, executor: &pipeline::Executor) -> anyhow::Result<()> {
-        if !self.perturb.is_empty() && executor.spec != repairbench::executor::ExecutorSpec::Local {
-            anyhow::bail!("--perturb runs on the local executor only, for now");
-        }
-        Ok(())
     }
 }
 
@@ -238,7 +237,6 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
             let plan =
                 grade_plan(&args.data, PredictionSource::parse(&args.predictions), &args.options, &args.out)?;
             let executor = args.executor.resolve(super::executor::SWE_UNIT)?;
-            args.data.check_executor(&executor)?;
             let report = pipeline::grade(plan, &executor)?;
             print_summary(&report, &args.out);
             Ok(super::exit_status(Completion::of_grade(&report)))
@@ -246,7 +244,6 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
         SweCommand::Infer(args) => {
             let plan = infer_plan(&args.data, &args.model, &args.out);
             let executor = args.executor.resolve(super::executor::SWE_UNIT)?;
-            args.data.check_executor(&executor)?;
             let choice = args.model.model.choice();
             let mut model = pipeline::load_model(&choice)?;
             let summary =
@@ -298,7 +295,6 @@ pub fn run(cmd: SweCommand) -> anyhow::Result<u8> {
                 grade: grade_plan(&args.data, PredictionSource::File(predictions), &args.options, &args.out)?,
                 executor: args.executor.resolve(super::executor::SWE_UNIT)?,
             };
-            args.data.check_executor(&plan.executor)?;
             let report = pipeline::swe_run(plan)?;
             print_summary(&report, &args.out);
             Ok(super::exit_status(Completion::of_grade(&report)))
@@ -342,7 +338,7 @@ fn grade_plan(
         extra_manifest: Default::default(),
         force: data.force,
         specs: data.specs.clone(),
-        perturb: data.perturb(),
+        perturb: data.perturb.spec(),
     })
 }
 
@@ -363,7 +359,7 @@ fn infer_plan(data: &DatasetArgs, options: &ModelOptions, out: &std::path::Path)
         sampling,
         force: data.force,
         only: None,
-        perturb: data.perturb(),
+        perturb: data.perturb.spec(),
     }
 }
 

@@ -71,6 +71,19 @@ pub struct SwePerturbSpec {
 }
 
 impl SwePerturbSpec {
+    /// The flags that say this spec on the command line (a cluster worker's).
+    pub fn flags(&self) -> Vec<String> {
+        let families: Vec<&str> = self.families.iter().map(|f| f.name()).collect();
+        vec![
+            "--perturb".into(),
+            families.join(","),
+            "--perturb-seed".into(),
+            self.seed.to_string(),
+            "--variants".into(),
+            self.variants.to_string(),
+        ]
+    }
+
     /// As recorded in the manifest.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({

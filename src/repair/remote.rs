@@ -208,6 +208,7 @@ pub(super) fn grade_on_ray(
     if plan.specs.is_some() {
         entrypoint.extend(["--specs".into(), SPECS.into()]);
     }
+    entrypoint.extend(plan.perturb.iter().flat_map(|spec| spec.flags()));
     let units = units(
         todo.iter()
             .map(|((task, _), fingerprint)| (task.instance_id.clone(), fingerprint.to_json()))
@@ -299,6 +300,7 @@ pub(super) fn infer_on_ray(
             .map(String::from)
             .into();
     entrypoint.extend(repo_flags(&plan.repos, &plan.url_template));
+    entrypoint.extend(plan.perturb.iter().flat_map(|spec| spec.flags()));
     entrypoint.extend(crate::executor::model_flags(model));
     entrypoint.extend(cluster.args.iter().cloned());
     let items: Vec<(String, serde_json::Value)> =
