@@ -154,7 +154,7 @@ struct InferItem<'t> {
     messages: Vec<crate::model::ChatMessage>,
     prompt_sha256: String,
     /// For a variant: which, and whether its prompt differs from the original's.
-    variant: Option<serde_json::Value>,
+    variant: Option<super::perturb::PredictionVariant>,
 }
 
 /// Generates a prediction for every task of `plan.dataset`, appending to `plan.out`; a rerun
@@ -212,14 +212,14 @@ pub fn infer_with(
         }
         let messages = prompt::build_messages(&task.problem_statement, &shown);
         let prompt_sha256 = sha256_hex(serde_json::to_string(&messages).unwrap_or_default());
-        let variant = task.variant.as_ref().map(|v| {
-            serde_json::json!({
-                "original": v.original,
-                "family": v.family,
-                "index": v.index,
-                "applied": v.statement_edited || moved,
-                "files_shown": shown.iter().map(|(path, _)| path).collect::<Vec<_>>(),
-            })
+        let variant = task.variant.as_ref().map(|v| super::perturb::PredictionVariant {
+            of: super::perturb::VariantOf {
+                original: v.original.clone(),
+                family: v.family.clone(),
+                index: v.index,
+                applied: v.statement_edited || moved,
+            },
+            files_shown: shown.iter().map(|(path, _)| path.clone()).collect(),
         });
         items.push(InferItem { task, repo, files, messages, prompt_sha256, variant });
     }
@@ -310,7 +310,7 @@ pub fn infer_with(
             extra.insert("retrieval".into(), serde_json::json!(plan.prompt.retrieval));
             extra.insert("context_files".into(), serde_json::json!(shown));
             if let Some(variant) = &item.variant {
-                extra.insert("variant".into(), variant.clone());
+                extra.insert("variant".into(), serde_json::json!(variant));
             }
             extra.insert(FINGERPRINT_FIELD.into(), serde_json::json!(fingerprint));
             let prediction = Prediction {

@@ -269,11 +269,25 @@ pub struct VariantOf {
     pub applied: bool,
 }
 
+/// A variant's prediction line says which variant it answers and what its prompt showed
+/// (`variant` in the line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictionVariant {
+    #[serde(flatten)]
+    pub of: VariantOf,
+    /// The files in the order the prompt showed them.
+    pub files_shown: Vec<String>,
+}
+
 /// What `prediction` for `task` keeps for robustness. Whether a variant applied is what its
 /// prediction line says (`swe infer` knows the order it showed), else whether its statement
 /// changed.
 pub fn perturbed_result(task: &SweTask, prediction: &Prediction) -> PerturbedResult {
-    let said = prediction.extra.get("variant").and_then(|v| v.get("applied")).and_then(|a| a.as_bool());
+    let said = prediction
+        .extra
+        .get("variant")
+        .and_then(|v| serde_json::from_value::<PredictionVariant>(v.clone()).ok())
+        .map(|v| v.of.applied);
     let variant = task.variant.as_ref().map(|v| VariantOf {
         original: v.original.clone(),
         family: v.family.clone(),
