@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::CompareError;
 use crate::kernel::store::StoredRecord;
+use crate::repair::perturb::{variant_of, variants_by_family};
 use crate::repair::{GradeReport, InstanceResult};
 use crate::run::folder::{records_file, RunFolder};
 pub use crate::run::folder::{Records, RunKind};
@@ -66,19 +67,10 @@ fn swe_originals(report: &GradeReport) -> impl Iterator<Item = &InstanceResult> 
     report.instances.iter().filter(|r| variant_of(r).is_none())
 }
 
-fn variant_of(r: &InstanceResult) -> Option<&crate::repair::perturb::VariantOf> {
-    r.perturbation.as_ref()?.variant.as_ref()
-}
-
 /// Each original instance's worst case over `family`'s variants: resolved on the original and
 /// on every variant.
 fn swe_robust_items(report: &GradeReport, family: &str, items: &mut Items) {
-    let mut variants: BTreeMap<&str, Vec<&InstanceResult>> = BTreeMap::new();
-    for r in &report.instances {
-        if let Some(v) = variant_of(r).filter(|v| v.family == family) {
-            variants.entry(v.original.as_str()).or_default().push(r);
-        }
-    }
+    let variants = variants_by_family(&report.instances).remove(family).unwrap_or_default();
     for r in swe_originals(report) {
         let id = r.instance_id.clone();
         let of = variants.get(r.instance_id.as_str()).cloned().unwrap_or_default();

@@ -175,14 +175,14 @@ pub fn infer_with(
     reporter: &mut dyn Reporter<Prediction>,
     cluster: Option<&super::remote::InferCluster>,
 ) -> Result<InferSummary, RunError> {
-    let task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
+    let mut task_set = tasks::load_tasks(&plan.dataset).map_err(RunError::Dataset)?;
     let mut summary = InferSummary { skipped: task_set.skipped.clone(), ..InferSummary::default() };
     let model_name = model.info().name.clone().unwrap_or_else(|| model.info().source.clone());
     let model_sha = model.info().sha256.clone();
     let locator = RepoLocator::new(plan.repos.clone(), plan.url_template.clone(), plan.cache_dir.clone());
     let tasks = match &plan.perturb {
-        Some(spec) => super::perturb::expand(task_set.tasks.clone(), spec),
-        None => task_set.tasks.clone(),
+        Some(spec) => super::perturb::expand(std::mem::take(&mut task_set.tasks), spec),
+        None => std::mem::take(&mut task_set.tasks),
     };
     let mut items = Vec::new();
     for task in &tasks {

@@ -314,6 +314,24 @@ pub fn perturbed_result(task: &SweTask, prediction: &Prediction) -> PerturbedRes
 
 /// `robustness.<family>` of a perturbed grading run: `resolved` on the originals against their
 /// variants, documents being the original instances.
+/// Which variant `result` is; `None` for an original (or a result of a plain run).
+pub fn variant_of(result: &InstanceResult) -> Option<&VariantOf> {
+    result.perturbation.as_ref()?.variant.as_ref()
+}
+
+/// A perturbed run's variant results, by family, then by original instance id.
+pub fn variants_by_family(
+    instances: &[InstanceResult],
+) -> BTreeMap<&str, BTreeMap<&str, Vec<&InstanceResult>>> {
+    let mut out: BTreeMap<&str, BTreeMap<&str, Vec<&InstanceResult>>> = BTreeMap::new();
+    for r in instances {
+        if let Some(v) = variant_of(r) {
+            out.entry(v.family.as_str()).or_default().entry(v.original.as_str()).or_default().push(r);
+        }
+    }
+    out
+}
+
 pub fn robustness(instances: &[InstanceResult]) -> BTreeMap<String, FamilyRobustness> {
     let originals: BTreeMap<&str, &InstanceResult> = instances
         .iter()
@@ -333,25 +351,22 @@ pub fn robustness(instances: &[InstanceResult]) -> BTreeMap<String, FamilyRobust
             prompt_sha256: p.and_then(|p| p.prompt_sha256.clone()).unwrap_or_default(),
         }
     };
-    let mut by_family: BTreeMap<&str, BTreeMap<&str, Vec<Observed>>> = BTreeMap::new();
-    for r in instances {
-        let Some(v) = r.perturbation.as_ref().and_then(|p| p.variant.as_ref()) else { continue };
-        if originals.contains_key(v.original.as_str()) {
-            by_family.entry(&v.family).or_default().entry(&v.original).or_default().push(observed(r));
-        }
-    }
-    by_family
+    variants_by_family(instances)
         .into_iter()
         .map(|(family, variants)| {
             let items: Vec<ObservedItem> = variants
                 .into_iter()
+                .filter(|(id, _)| originals.contains_key(id))
+                .map(|(id, variants)| (id, variants.into_iter().map(&observed).collect::<Vec<_>>()))
                 .map(|(id, mut variants)| {
                     variants.sort_by_key(|v| v.index);
                     ObservedItem { doc: doc[id], original: observed(originals[id]), variants }
                 })
                 .collect();
-            (family.to_owned(), family_figures(&items, "resolved", 0).0)
+            (family.to_owned(), items)
         })
+        .filter(|(_, items)| !items.is_empty())
+        .map(|(family, items)| (family, family_figures(&items, "resolved", 0).0))
         .collect()
 }
 
