@@ -2,8 +2,9 @@
 //! `parse_log_django` and `parse_log_sympy`, called in Python from the venv `scripts/setup`
 //! prepares), on logs of real runs: Django 4.2's `tests/runtests.py --verbosity 2
 //! --settings=test_sqlite --parallel 1` and SymPy 1.12's runner with `verbose=True`, under
-//! Python 3.11, passing and with tests broken on purpose (tests/fixtures/runner_logs; tracebacks
-//! keep their frame lines, not the quoted source).
+//! Python 3.11, passing and with tests broken on purpose, and Django 4.2.17's tests failing on
+//! 4.2.16's code under Python 3.9 (tests/fixtures/runner_logs; tracebacks keep their frame
+//! lines, not the quoted source).
 //!
 //! Every test our parsers report has SWE-bench's status under SWE-bench's id, except where the
 //! difference is one of those named below, each of which is asserted where it occurs.
@@ -100,6 +101,37 @@ fn django_statuses_equal_swe_bench_parse_log_django() {
     assert!(swe_bench("parse_log_django", "django_crash.log").is_empty());
     assert!(crash.statuses.is_empty());
     assert!(crash.problems.iter().any(|p| p.contains("did not finish")), "{:?}", crash.problems);
+}
+
+/// Python 3.9 under SWE-bench's own django 4.2 spec: Django 4.2.16's tree with 4.2.17's tests,
+/// where one test's subtests fail. Before Python 3.11 such a test prints no result word, so the
+/// next test's description follows on its line. SWE-bench's parser keys that next test as
+/// `A ... B` and the failing test by the first word of its headings; ours reads both tests.
+#[test]
+fn django_before_python_3_11_a_test_with_failing_subtests_leaves_its_line_open() {
+    let name = "django_py39_subtests.log";
+    let text = log(name);
+    let ours = django::parse(&text);
+    assert!(ours.problems.is_empty(), "{:?}", ours.problems);
+    let theirs = swe_bench("parse_log_django", name);
+    let open = "test_invalid_bracketed_hosts (utils_tests.test_http.URLHasAllowedHostAndSchemeTests)";
+    let next = "test_no_allowed_hosts (utils_tests.test_http.URLHasAllowedHostAndSchemeTests)";
+    let mut agreed = 0;
+    for (id, status) in &ours.statuses {
+        if id.starts_with(open) {
+            continue;
+        }
+        let key = if id == next { format!("{open} ... {next}") } else { id.clone() };
+        assert_eq!(theirs.get(&key).map(String::as_str), Some(swe_bench_status(*status)), "{id}");
+        agreed += 1;
+    }
+    assert_eq!(ours.statuses.get(open), Some(&TestStatus::Failed));
+    let subtests = ours.statuses.keys().filter(|id| id.starts_with(&format!("{open} ("))).count();
+    assert_eq!(theirs.get("test_invalid_bracketed_hosts").map(String::as_str), Some("FAILED"));
+    let counts = ours.summary.unwrap();
+    println!("{name}: {agreed} ids agree with SWE-bench; {subtests} failing subtests of the open test");
+    // `Ran 207 tests`, `FAILED (failures=11, skipped=8)`: one failing test and ten subtests.
+    assert_eq!((agreed, subtests, counts.failed, counts.skipped), (206, 10, 11, 8));
 }
 
 #[test]

@@ -7,6 +7,10 @@
 //! and so an id: the worse status is kept (never a passing test hiding a failing one), and that
 //! is not a problem, as it would be for other runners. What is checked: every test that started
 //! finished, and `Ran N tests` and the `OK`/`FAILED (...)` line agree with the per-test lines.
+//!
+//! Before Python 3.11 a test whose subtests failed prints no result word at all: its description
+//! is left open and the next test's description follows on the same line. Such a test is read
+//! from the failure headings (`FAIL: test_x (module.Class) (param=1)`) that name its subtests.
 
 use std::sync::OnceLock;
 
@@ -65,10 +69,19 @@ struct Seen {
     skipped: usize,
 }
 
+/// `test_x (module.Class)` (or Python 3.11's form) at the start of a text: a test's name.
+fn test_name(text: &str) -> Option<String> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| Regex::new(r"^\w+ \([\w.]+\)").expect("valid regex"));
+    re.find(text).map(|m| swe_bench_id(m.as_str()))
+}
+
 /// A test whose description was printed and whose result is still to come; `worst` is the
-/// worst status of its subtests that reported.
+/// worst status of its subtests that reported. `name` is its `test_x (module.Class)`, which
+/// the failure headings use also when the description is a docstring line.
 struct Pending {
     description: String,
+    name: Option<String>,
     worst: Option<TestStatus>,
 }
 
@@ -76,6 +89,12 @@ struct Parser {
     report: RunnerReport,
     seen: Seen,
     pending: Option<Pending>,
+    /// The line before, when it was a test's name alone: a docstring line follows it.
+    name_line: Option<String>,
+    /// Tests that ended with no result word (Python before 3.11: their subtests failed).
+    silent: Vec<Pending>,
+    /// The failure headings so far: the subtest's (or test's) description and its status.
+    headings: Vec<(String, TestStatus)>,
 }
 
 impl Parser {
@@ -99,7 +118,8 @@ impl Parser {
         self.record(description, status);
     }
 
-    /// The test still pending ends: with its failing subtests' worst status, or as a problem.
+    /// The test still pending ends: with its failing subtests' worst status, or with none,
+    /// to be read from the failure headings.
     fn settle(&mut self) {
         let Some(pending) = self.pending.take() else { return };
         match pending.worst {
@@ -107,14 +127,53 @@ impl Parser {
                 self.seen.tests += 1;
                 self.record(&pending.description, worst);
             }
-            None => {
-                self.report.problems.push(format!("test {} started and never finished", pending.description))
+            None => self.silent.push(pending),
+        }
+    }
+
+    /// Each test that ended with no result word takes its failing subtests from the headings
+    /// that name it; one that no heading names never finished.
+    fn settle_silent(&mut self) {
+        self.settle();
+        for test in std::mem::take(&mut self.silent) {
+            let subtests: Vec<(String, TestStatus)> = self
+                .headings
+                .iter()
+                .filter(|(heading, _)| test.name.is_some() && test_name(heading) == test.name)
+                .cloned()
+                .collect();
+            let Some(worst) = subtests.iter().map(|(_, status)| *status).max_by_key(|s| severity(*s)) else {
+                self.report.problems.push(format!("test {} started and never finished", test.description));
+                continue;
+            };
+            self.seen.tests += 1;
+            self.record(&test.description, worst);
+            for (subtest, status) in subtests {
+                self.count(status);
+                self.record(&subtest, status);
             }
         }
     }
 
     fn line(&mut self, line: &str) {
+        if let Some(heading) = line.strip_prefix("FAIL: ").or_else(|| line.strip_prefix("ERROR: ")) {
+            let status = if line.starts_with('F') { TestStatus::Failed } else { TestStatus::Error };
+            self.headings.push((heading.trim().to_owned(), status));
+            return;
+        }
+        let name_line = self.name_line.take();
         if let Some((description, rest)) = line.split_once(" ... ") {
+            // A test with no result word, and the next test's description on its line.
+            if result(rest).is_none() && test_name(rest).is_some() {
+                self.settle();
+                self.pending = Some(Pending {
+                    description: description.to_owned(),
+                    name: test_name(description).or(name_line),
+                    worst: None,
+                });
+                self.settle();
+                return self.line(rest);
+            }
             let status = result(rest);
             // A subtest's result, indented under its test (Python 3.11 and later).
             if let (Some(pending), Some(status), true) =
@@ -132,11 +191,16 @@ impl Parser {
                 // Output the test printed came between the description and the result.
                 None => {
                     self.settle();
-                    self.pending = Some(Pending { description: description.to_owned(), worst: None });
+                    self.pending = Some(Pending {
+                        description: description.to_owned(),
+                        name: test_name(description).or(name_line),
+                        worst: None,
+                    });
                 }
             }
             return;
         }
+        self.name_line = test_name(line).filter(|name| *name == swe_bench_id(line.trim()));
         if let Some(status) = self.pending.as_ref().filter(|p| p.worst.is_none()).and_then(|_| result(line)) {
             let pending = self.pending.take().expect("checked above");
             self.finished(&pending.description, status);
@@ -152,7 +216,7 @@ impl Parser {
 
     /// `Ran N tests` and the outcome line after it, held against the tally so far.
     fn closing(&mut self, ran: usize, ran_line: &str, outcome: &str) {
-        self.settle();
+        self.settle_silent();
         if !(outcome.starts_with("OK") || outcome.starts_with("FAILED")) {
             self.report.problems.push(format!("`{ran_line}` is followed by `{outcome}`, not OK or FAILED"));
         }
@@ -173,7 +237,14 @@ impl Parser {
 }
 
 pub fn parse(output: &str) -> RunnerReport {
-    let mut parser = Parser { report: RunnerReport::default(), seen: Seen::default(), pending: None };
+    let mut parser = Parser {
+        report: RunnerReport::default(),
+        seen: Seen::default(),
+        pending: None,
+        name_line: None,
+        silent: Vec::new(),
+        headings: Vec::new(),
+    };
     let mut lines = output.lines().map(|l| l.trim_end_matches('\r'));
     while let Some(line) = lines.next() {
         let ran = line
@@ -190,7 +261,7 @@ pub fn parse(output: &str) -> RunnerReport {
             None => parser.line(line),
         }
     }
-    parser.settle();
+    parser.settle_silent();
     let mut report = parser.report;
     if report.summary.is_none() {
         report.problems.push("no `Ran N tests` line: the runner did not finish".into());
@@ -261,6 +332,57 @@ FAILED (failures=1, errors=1, skipped=1, expected failures=1, unexpected success
         assert_eq!(report.statuses.get("test_s (m.T) (i=1)"), Some(&TestStatus::Failed));
         assert_eq!(report.statuses.get("test_s (m.T) (i=2)"), Some(&TestStatus::Error));
         assert_eq!(report.statuses.get("test_t (m.T)"), Some(&TestStatus::Passed));
+    }
+
+    /// Python 3.9: a test whose subtests failed prints no result word, and the next test's
+    /// description follows on its line (as Django 4.2.17's own tests printed under SWE-bench's
+    /// 4.2 spec); its subtests are in the failure headings.
+    #[test]
+    fn before_python_3_11_a_test_with_failing_subtests_is_read_from_the_headings() {
+        let log = "test_a (m.T) ... ok\n\
+                   test_s (m.T) ... test_t (m.T) ... ok\n\
+                   test_d (m.T) ... test_e (m.T)\n\
+                   Docstring of e. ... ok\n\
+                   test_f (m.T)\n\
+                   Docstring of f. ... test_g (m.T) ... ok\n\n\
+                   ======================================================================\n\
+                   FAIL: test_s (m.T) (i=1)\n\
+                   ----------------------------------------------------------------------\n\
+                   AssertionError\n\n\
+                   ======================================================================\n\
+                   ERROR: test_s (m.T) (i=2)\n\
+                   ----------------------------------------------------------------------\n\
+                   ValueError\n\n\
+                   ======================================================================\n\
+                   FAIL: test_d (m.T) (x='a ... b')\n\
+                   ----------------------------------------------------------------------\n\
+                   ======================================================================\n\
+                   FAIL: test_f (m.T) (n=3)\n\
+                   Docstring of f.\n\
+                   ----------------------------------------------------------------------\n\
+                   Ran 7 tests in 0.1s\n\nFAILED (failures=3, errors=1)\n";
+        let report = parse(log);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let status = |id: &str| report.statuses.get(id).copied();
+        assert_eq!(status("test_s (m.T)"), Some(TestStatus::Error));
+        assert_eq!(status("test_s (m.T) (i=1)"), Some(TestStatus::Failed));
+        assert_eq!(status("test_s (m.T) (i=2)"), Some(TestStatus::Error));
+        assert_eq!(status("test_t (m.T)"), Some(TestStatus::Passed));
+        assert_eq!(status("test_d (m.T)"), Some(TestStatus::Failed));
+        assert_eq!(status("Docstring of e."), Some(TestStatus::Passed));
+        assert_eq!(status("Docstring of f."), Some(TestStatus::Failed));
+        assert_eq!(status("test_f (m.T) (n=3)"), Some(TestStatus::Failed));
+        assert_eq!(status("test_g (m.T)"), Some(TestStatus::Passed));
+        assert_eq!(report.summary.as_ref().map(|c| (c.passed, c.failed)), Some((3, 4)));
+
+        // A test left open that no heading names did not finish, whatever the totals say.
+        let open = "test_s (m.T) ... test_t (m.T) ... ok\n\nRan 2 tests in 0.1s\n\nOK\n";
+        let report = parse(open);
+        assert!(
+            report.problems.iter().any(|p| p.contains("test_s (m.T) started and never finished")),
+            "{:?}",
+            report.problems
+        );
     }
 
     #[test]
