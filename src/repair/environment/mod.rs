@@ -185,7 +185,9 @@ pub(super) const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Test extras a Python project commonly declares.
 const TEST_EXTRAS: &[&str] = &["test", "tests", "testing"];
 
-/// Requirement files installed when present at the root.
+/// Requirement files installed when present: at the root, and the test files of a
+/// `requirements/` folder (pip-tools' layout: Flask's `requirements/tests.txt` holds the
+/// python-dotenv its CLI tests need).
 const REQUIREMENT_FILES: &[&str] = &[
     "requirements.txt",
     "requirements-test.txt",
@@ -193,6 +195,9 @@ const REQUIREMENT_FILES: &[&str] = &[
     "test-requirements.txt",
     "requirements-dev.txt",
     "dev-requirements.txt",
+    "requirements/test.txt",
+    "requirements/tests.txt",
+    "requirements/testing.txt",
 ];
 
 /// How a Python environment's packages are resolved.
@@ -276,7 +281,8 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
         .filter(|e| extras_declared.iter().any(|d| d == *e))
         .map(|e| e.to_string())
         .collect();
-    project.requirement_files = REQUIREMENT_FILES.iter().filter(|f| has(f)).map(|f| f.to_string()).collect();
+    project.requirement_files =
+        REQUIREMENT_FILES.iter().filter(|f| files.read(f).is_some()).map(|f| f.to_string()).collect();
     project.needs_install |= !project.requirement_files.is_empty() || !project.extras.is_empty();
     // A `src/` layout is importable only once installed; extensions only once built.
     project.needs_install |= project.installable && files.is_dir("src") && !has("conftest.py");

@@ -83,6 +83,8 @@ fn dependencies_src_layout_and_extras_are_installed() {
         ),
         ("src/x/__init__.py", ""),
         ("requirements-dev.txt", "hypothesis\n"),
+        ("requirements/tests.txt", "python-dotenv==1.0.0\n"),
+        ("requirements/docs.txt", "sphinx\n"),
     ]);
     let tree = repo.find_tree(tree).unwrap();
     let extras = TaskEnvironment {
@@ -94,6 +96,11 @@ fn dependencies_src_layout_and_extras_are_installed() {
     let dockerfile = dockerfile(&environment).expect("a layer is built");
     assert!(dockerfile.contains("RUN /opt/repairbench/pip-install -e '.[test]'"), "{dockerfile}");
     assert!(dockerfile.contains("RUN /opt/repairbench/pip-install -r requirements-dev.txt"), "{dockerfile}");
+    assert!(
+        dockerfile.contains("RUN /opt/repairbench/pip-install -r requirements/tests.txt"),
+        "{dockerfile}"
+    );
+    assert!(!dockerfile.contains("docs.txt"), "{dockerfile}");
     // The task's own pins carry no date; everything else is resolved as of the commit (none here).
     assert!(
         dockerfile
