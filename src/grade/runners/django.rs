@@ -156,8 +156,9 @@ impl Parser {
     }
 
     fn line(&mut self, line: &str) {
-        if let Some(heading) = line.strip_prefix("FAIL: ").or_else(|| line.strip_prefix("ERROR: ")) {
-            let status = if line.starts_with('F') { TestStatus::Failed } else { TestStatus::Error };
+        let heading = (line.strip_prefix("FAIL: ").map(|h| (h, TestStatus::Failed)))
+            .or_else(|| line.strip_prefix("ERROR: ").map(|h| (h, TestStatus::Error)));
+        if let Some((heading, status)) = heading {
             self.headings.push((heading.trim().to_owned(), status));
             return;
         }

@@ -76,6 +76,10 @@ impl TreeFiles<'_> {
     fn is_dir(&self, path: &str) -> bool {
         self.tree.get_path(std::path::Path::new(path)).is_ok_and(|e| e.kind() == Some(git2::ObjectType::Tree))
     }
+
+    fn is_file(&self, path: &str) -> bool {
+        self.tree.get_path(std::path::Path::new(path)).is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob))
+    }
 }
 
 /// Plans the environment of `task`, whose environment commit has tree `tree` in `repo`.
@@ -282,7 +286,7 @@ fn python_project(files: &TreeFiles<'_>, root: &[String]) -> PythonProject {
         .map(|e| e.to_string())
         .collect();
     project.requirement_files =
-        REQUIREMENT_FILES.iter().filter(|f| files.read(f).is_some()).map(|f| f.to_string()).collect();
+        REQUIREMENT_FILES.iter().filter(|f| files.is_file(f)).map(|f| f.to_string()).collect();
     project.needs_install |= !project.requirement_files.is_empty() || !project.extras.is_empty();
     // A `src/` layout is importable only once installed; extensions only once built.
     project.needs_install |= project.installable && files.is_dir("src") && !has("conftest.py");
