@@ -167,12 +167,11 @@ impl Parser {
             // A test with no result word, and the next test's description on its line.
             if result(rest).is_none() && test_name(rest).is_some() {
                 self.settle();
-                self.pending = Some(Pending {
+                self.silent.push(Pending {
                     description: description.to_owned(),
                     name: test_name(description).or(name_line),
                     worst: None,
                 });
-                self.settle();
                 return self.line(rest);
             }
             let status = result(rest);
